@@ -1,0 +1,316 @@
+"""Every change of a quota request's state goes through one of these functions.
+
+Each is atomic, moves the status with a compare-and-set UPDATE (so two
+people acting at once cannot both win), writes one audit event per
+transition and sends its side effects only once the transaction commits.
+Views, the API, the Django admin and Celery tasks all call these.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from gpu_requests import emails
+from gpu_requests.models import (
+    AuditEvent,
+    Flavor,
+    Membership,
+    QuotaRequest,
+    Team,
+    estimate_cost,
+)
+
+Status = QuotaRequest.Status
+
+# A request may start this far in the past: "now" typed into a form is a
+# few seconds old by the time it is submitted.
+START_GRACE = timedelta(minutes=5)
+
+
+class ActionError(Exception):
+    """A request that cannot be carried out as things stand (HTTP 409)."""
+
+
+class IllegalTransition(ActionError):
+    pass
+
+
+class CapacityExceeded(ActionError):
+    def __init__(self, flavor, peak, gpus, capacity):
+        self.flavor, self.peak, self.gpus, self.capacity = flavor, peak, gpus, capacity
+        super().__init__(
+            f"Not enough {flavor.name} capacity: {peak} of {capacity} GPUs are already "
+            f"reserved at the busiest moment of this period, so {gpus} more would need "
+            f"{peak + gpus}."
+        )
+
+
+class NotAllowed(ActionError):
+    """The user may not do this to this request (HTTP 403)."""
+
+
+def can_review(user):
+    return user.is_active and user.has_perm("gpu_requests.review_quotarequest")
+
+
+def is_member(user, team):
+    return team.memberships.filter(user=user).exists()
+
+
+def can_cancel(user, quota_request):
+    if quota_request.requested_by_id == user.pk:
+        return True
+    return quota_request.team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
+
+
+def capacity_of(flavor):
+    return flavor.capacity
+
+
+def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):
+    AuditEvent.objects.create(
+        team_id=quota_request.team_id,
+        quota_request=quota_request,
+        actor=actor,
+        action=action,
+        from_status=from_status,
+        to_status=to_status,
+        reason=reason,
+    )
+
+
+def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
+    """Compare-and-set the status; raise IllegalTransition if someone got there first."""
+    updated = QuotaRequest.objects.filter(pk=quota_request.pk, status__in=allowed_from).update(
+        status=to, updated_at=timezone.now()
+    )
+    if not updated:
+        current = QuotaRequest.objects.values_list("status", flat=True).get(pk=quota_request.pk)
+        quota_request.status = current
+        allowed = " or ".join(Status(s).label.lower() for s in allowed_from)
+        raise IllegalTransition(
+            f"Request #{quota_request.pk} is {Status(current).label.lower()}; "
+            f"only {allowed} requests can be {action_past_tense(action)}."
+        )
+    from_status = quota_request.status
+    quota_request.status = to
+    _record(
+        quota_request,
+        action=action,
+        from_status=from_status,
+        to_status=to,
+        actor=actor,
+        reason=reason,
+    )
+    transaction.on_commit(lambda: quota_changed(quota_request.team_id))
+
+
+def action_past_tense(action):
+    return {
+        "approve": "approved",
+        "reject": "rejected",
+        "cancel": "cancelled",
+        "revoke": "revoked",
+        "activate": "activated",
+        "expire": "expired",
+    }[action]
+
+
+def quota_changed(team_id):
+    """Hook for what follows a change of a team's reserved quota (provisioning)."""
+
+
+def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, by, now=None):
+    """Field errors for a new request, as a dict of lists (empty when valid)."""
+    now = now or timezone.now()
+    errors = {}
+    if team is not None and not (is_member(by, team) or can_review(by)):
+        errors["team"] = ["You are not a member of this team."]
+    if flavor is not None and not flavor.is_active:
+        errors["flavor"] = [f"{flavor.name} is no longer offered."]
+    if gpus is not None:
+        if gpus < 1:
+            errors["gpus"] = ["Ask for at least 1 GPU."]
+        elif flavor is not None and gpus > capacity_of(flavor):
+            errors["gpus"] = [
+                f"The cluster has {capacity_of(flavor)} {flavor.name} in all; "
+                f"ask for at most that many."
+            ]
+    if starts_at is not None:
+        if starts_at < now - START_GRACE:
+            errors["starts_at"] = ["The start is in the past."]
+        if ends_at is not None and ends_at <= starts_at:
+            errors["ends_at"] = ["The end must be after the start."]
+    if justification is not None and len(justification) > settings.QUOTA_MAX_JUSTIFICATION:
+        errors["justification"] = [
+            f"Keep the justification to {settings.QUOTA_MAX_JUSTIFICATION:,} characters."
+        ]
+    return errors
+
+
+@transaction.atomic
+def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
+    errors = validate_request(
+        team=team,
+        flavor=flavor,
+        gpus=gpus,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        justification=justification,
+        by=by,
+    )
+    if errors:
+        raise ValidationError(errors)
+    quota_request = QuotaRequest.objects.create(
+        team=team,
+        flavor=flavor,
+        gpus=gpus,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        justification=justification,
+        requested_by=by,
+        estimated_cost=estimate_cost(gpus, starts_at, ends_at, flavor.price_per_gpu_hour),
+    )
+    _record(quota_request, action="submit", from_status="", to_status=Status.PENDING, actor=by)
+    transaction.on_commit(lambda: emails.send_new_request(quota_request.pk))
+    return quota_request
+
+
+@transaction.atomic
+def approve(quota_request, *, by, reason=""):
+    if not can_review(by):
+        raise NotAllowed("Only platform admins can approve quota requests.")
+    now = timezone.now()
+    # Lock the flavor: approvals of one flavor queue up here, so the capacity
+    # check and the status change below see every earlier approval.
+    flavor = Flavor.objects.select_for_update().get(pk=quota_request.flavor_id)
+    quota_request.flavor = flavor
+    if quota_request.ends_at is not None and quota_request.ends_at <= now:
+        current = QuotaRequest.objects.values_list("status", flat=True).get(pk=quota_request.pk)
+        if current == Status.PENDING:
+            raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
+    peak = QuotaRequest.objects.peak_reserved(
+        flavor, quota_request.starts_at, quota_request.ends_at, exclude=quota_request
+    )
+    capacity = capacity_of(flavor)
+    if peak + quota_request.gpus > capacity:
+        # Tell the reviewer it is taken if it is, rather than that it does not fit.
+        _assert_status(quota_request, Status.PENDING, "approve")
+        raise CapacityExceeded(flavor, peak, quota_request.gpus, capacity)
+    _move(
+        quota_request,
+        to=Status.APPROVED,
+        allowed_from=[Status.PENDING],
+        action="approve",
+        actor=by,
+        reason=reason,
+    )
+    transaction.on_commit(lambda: emails.send_decision(quota_request.pk))
+    if quota_request.starts_at <= now:
+        _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action="activate")
+    return quota_request
+
+
+def _assert_status(quota_request, status, action):
+    current = QuotaRequest.objects.values_list("status", flat=True).get(pk=quota_request.pk)
+    if current != status:
+        quota_request.status = current
+        raise IllegalTransition(
+            f"Request #{quota_request.pk} is {Status(current).label.lower()}; "
+            f"only {Status(status).label.lower()} requests can be {action_past_tense(action)}."
+        )
+
+
+@transaction.atomic
+def reject(quota_request, *, by, reason=""):
+    if not can_review(by):
+        raise NotAllowed("Only platform admins can reject quota requests.")
+    _move(
+        quota_request,
+        to=Status.REJECTED,
+        allowed_from=[Status.PENDING],
+        action="reject",
+        actor=by,
+        reason=reason,
+    )
+    transaction.on_commit(lambda: emails.send_decision(quota_request.pk))
+    return quota_request
+
+
+@transaction.atomic
+def cancel(quota_request, *, by, reason=""):
+    if not can_cancel(by, quota_request):
+        raise NotAllowed("Only the requester or a team manager can cancel this request.")
+    _move(
+        quota_request,
+        to=Status.CANCELLED,
+        allowed_from=[Status.PENDING],
+        action="cancel",
+        actor=by,
+        reason=reason,
+    )
+    return quota_request
+
+
+@transaction.atomic
+def revoke(quota_request, *, by, reason=""):
+    if not can_review(by):
+        raise NotAllowed("Only platform admins can revoke quota.")
+    _move(
+        quota_request,
+        to=Status.REVOKED,
+        allowed_from=list(QuotaRequest.RESERVING),
+        action="revoke",
+        actor=by,
+        reason=reason,
+    )
+    transaction.on_commit(lambda: emails.send_decision(quota_request.pk))
+    return quota_request
+
+
+@transaction.atomic
+def activate(quota_request):
+    _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action="activate")
+    return quota_request
+
+
+@transaction.atomic
+def expire(quota_request):
+    _move(
+        quota_request, to=Status.EXPIRED, allowed_from=list(QuotaRequest.RESERVING), action="expire"
+    )
+    return quota_request
+
+
+def advance_lifecycle(now=None):
+    """Activate approved requests that have started and expire those that ended.
+
+    Each request moves in its own transaction, so one failure does not hold
+    back the rest, and a request someone else moved meanwhile is skipped.
+    """
+    now = now or timezone.now()
+    moved = {"activated": 0, "expired": 0}
+    ending = QuotaRequest.objects.reserving().filter(ends_at__lte=now)
+    for quota_request in ending.select_related("team"):
+        try:
+            expire(quota_request)
+            moved["expired"] += 1
+        except IllegalTransition:
+            pass
+    starting = QuotaRequest.objects.filter(status=Status.APPROVED, starts_at__lte=now)
+    for quota_request in starting.select_related("team"):
+        try:
+            activate(quota_request)
+            moved["activated"] += 1
+        except IllegalTransition:
+            pass
+    return moved
+
+
+def teams_for(user):
+    if can_review(user):
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user)

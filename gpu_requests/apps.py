@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GpuRequestsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "gpu_requests"
+    verbose_name = "GPU quota"

@@ -1,0 +1,63 @@
+"""Emails about quota requests, sent after the change that causes them commits."""
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db.models import Q
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from gpu_requests.models import QuotaRequest
+
+
+def _send(template, subject, recipients, context):
+    if not recipients:
+        return
+    context = {**context, "base_url": settings.PORTAL_BASE_URL}
+    send_mail(
+        subject,
+        render_to_string(f"emails/{template}.txt", context),
+        settings.DEFAULT_FROM_EMAIL,
+        recipients,
+        html_message=render_to_string(f"emails/{template}.html", context),
+    )
+
+
+def reviewer_emails():
+    perm = Q(user_permissions__codename="review_quotarequest") | Q(
+        groups__permissions__codename="review_quotarequest"
+    )
+    reviewers = get_user_model().objects.filter(is_active=True).exclude(email="")
+    reviewers = reviewers.filter(perm | Q(is_superuser=True)).distinct()
+    return sorted(reviewers.values_list("email", flat=True))
+
+
+def send_new_request(quota_request_id):
+    quota_request = QuotaRequest.objects.select_related("team", "flavor", "requested_by").get(
+        pk=quota_request_id
+    )
+    _send(
+        "new_request",
+        f"[GPU portal] {quota_request.team}: {quota_request.gpus} x {quota_request.flavor} "
+        f"requested",
+        reviewer_emails(),
+        {"req": quota_request, "url": reverse("review_queue")},
+    )
+
+
+def send_decision(quota_request_id):
+    quota_request = QuotaRequest.objects.select_related("team", "flavor", "requested_by").get(
+        pk=quota_request_id
+    )
+    decision = quota_request.events.exclude(action="activate").last()
+    requester = quota_request.requested_by
+    _send(
+        "decision",
+        f"[GPU portal] Your request #{quota_request.pk} was {decision.to_status}",
+        [requester.email] if requester.email else [],
+        {
+            "req": quota_request,
+            "decision": decision,
+            "url": reverse("request_detail", args=[quota_request.pk]),
+        },
+    )

@@ -1,0 +1,231 @@
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+from django.core.validators import MaxLengthValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import F, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+# A team slug becomes a Kubernetes namespace name: an RFC 1123 label.
+dns1123_label = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "Use 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit "
+    "(it becomes a Kubernetes namespace name).",
+)
+# Extended resource names as the device plugins publish them.
+resource_name_validator = RegexValidator(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+    "Not a Kubernetes resource name, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
+)
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        MEMBER = "member", "Member"
+        MANAGER = "manager", "Manager"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="one_membership")]
+
+    def __str__(self):
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class Flavor(models.Model):
+    """One entry of the GPU catalog: what a team can ask quota for."""
+
+    class Sharing(models.TextChoices):
+        WHOLE = "whole", "Whole GPU"
+        MIG = "mig", "MIG slice"
+        TIME_SLICED = "time-sliced", "Time-sliced"
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=50, unique=True)
+    gpu_model = models.CharField(max_length=100)
+    memory_gb = models.PositiveIntegerField("memory (GB)")
+    sharing = models.CharField(max_length=16, choices=Sharing.choices, default=Sharing.WHOLE)
+    resource_name = models.CharField(
+        max_length=253, default="nvidia.com/gpu", validators=[resource_name_validator]
+    )
+    node_selector = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    capacity = models.PositiveIntegerField(help_text="Devices of this flavor in the cluster.")
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def shares_resource_with(self):
+        """Other flavors a single quota key cannot tell apart from this one."""
+        return Flavor.objects.filter(resource_name=self.resource_name).exclude(pk=self.pk)
+
+
+def estimate_cost(gpus, starts_at, ends_at, price_per_gpu_hour):
+    """GPUs x hours x price, to the cent; None for an open-ended period."""
+    if ends_at is None:
+        return None
+    hours = Decimal((ends_at - starts_at).total_seconds()) / Decimal(3600)
+    return (gpus * hours * price_per_gpu_hour).quantize(Decimal("0.01"), ROUND_HALF_UP)
+
+
+class QuotaRequestQuerySet(models.QuerySet):
+    def reserving(self):
+        """Requests that hold capacity: approved (not yet started) and active."""
+        return self.filter(status__in=QuotaRequest.RESERVING)
+
+    def overlapping(self, starts_at, ends_at):
+        """Requests whose half-open period [start, end) meets [starts_at, ends_at)."""
+        overlap = Q(ends_at__isnull=True) | Q(ends_at__gt=starts_at)
+        if ends_at is not None:
+            overlap &= Q(starts_at__lt=ends_at)
+        return self.filter(overlap)
+
+    def reserved_at(self, instant):
+        return self.filter(starts_at__lte=instant).filter(
+            Q(ends_at__isnull=True) | Q(ends_at__gt=instant)
+        )
+
+    def peak_reserved(self, flavor, starts_at, ends_at, *, exclude=None):
+        """Most GPUs of `flavor` reserved at any instant of [starts_at, ends_at).
+
+        Reservations only rise where one starts, so the peak is at `starts_at`
+        or at the start of an overlapping request inside the period. Two
+        queries, whatever the number of requests.
+        """
+        candidates = self.reserving().filter(flavor=flavor).overlapping(starts_at, ends_at)
+        if exclude is not None:
+            candidates = candidates.exclude(pk=exclude.pk)
+        at_start = candidates.reserved_at(starts_at).aggregate(total=Coalesce(Sum("gpus"), 0))
+        covering = (
+            candidates.filter(starts_at__lte=OuterRef("starts_at"))
+            .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=OuterRef("starts_at")))
+            .order_by()
+            .values("flavor")
+            .annotate(total=Sum("gpus"))
+            .values("total")
+        )
+        later = (
+            candidates.filter(starts_at__gt=starts_at)
+            .annotate(total=Subquery(covering))
+            .aggregate(peak=Coalesce(models.Max("total"), 0))
+        )
+        return max(at_start["total"], later["peak"])
+
+
+class QuotaRequest(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        ACTIVE = "active", "Active"
+        EXPIRED = "expired", "Expired"
+        REJECTED = "rejected", "Rejected"
+        CANCELLED = "cancelled", "Cancelled"
+        REVOKED = "revoked", "Revoked"
+
+    RESERVING = (Status.APPROVED, Status.ACTIVE)
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="quota_requests")
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="quota_requests")
+    gpus = models.PositiveIntegerField("GPUs", validators=[MinValueValidator(1)])
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty for open-ended.")
+    justification = models.TextField(
+        validators=[MaxLengthValidator(settings.QUOTA_MAX_JUSTIFICATION)]
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
+    )
+    estimated_cost = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = QuotaRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        permissions = [("review_quotarequest", "Can review quota requests")]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="gpus_positive"),
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")),
+                name="ends_after_starts",
+            ),
+        ]
+        indexes = [models.Index(fields=["flavor", "status", "starts_at"])]
+
+    def __str__(self):
+        return f"#{self.pk} {self.team} {self.gpus} x {self.flavor}"
+
+    @property
+    def hours(self):
+        if self.ends_at is None:
+            return None
+        return (self.ends_at - self.starts_at) / timedelta(hours=1)
+
+    @property
+    def hourly_cost(self):
+        return self.gpus * self.flavor.price_per_gpu_hour
+
+    @property
+    def is_open(self):
+        return self.status == self.Status.PENDING
+
+
+class AuditEvent(models.Model):
+    """Append-only history: who changed what, when, from which status to which."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
+    quota_request = models.ForeignKey(
+        QuotaRequest,
+        on_delete=models.CASCADE,
+        related_name="events",
+        null=True,
+        blank=True,
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    action = models.CharField(max_length=32)
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self):
+        who = self.actor or "system"
+        return f"{self.created_at:%Y-%m-%d %H:%M} {who} {self.action}"

@@ -1,0 +1,58 @@
+"""Personas, as in the healthchecks test suite: admin reviews quota; alice is
+a member and carol the manager of team vision; bob is in team nlp; charlie
+belongs to no team."""
+
+import pytest
+
+from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer
+
+
+@pytest.fixture
+def vision(db):
+    return TeamFactory(slug="vision", name="Vision")
+
+
+@pytest.fixture
+def nlp(db):
+    return TeamFactory(slug="nlp", name="NLP")
+
+
+@pytest.fixture
+def admin_user(db):
+    return make_reviewer("admin")
+
+
+@pytest.fixture
+def alice(vision):
+    return add_member(vision, UserFactory(username="alice"))
+
+
+@pytest.fixture
+def carol(vision):
+    return add_member(vision, UserFactory(username="carol"), role="manager")
+
+
+@pytest.fixture
+def bob(nlp):
+    return add_member(nlp, UserFactory(username="bob"))
+
+
+@pytest.fixture
+def charlie(db):
+    return UserFactory(username="charlie")
+
+
+@pytest.fixture
+def h100(db):
+    return FlavorFactory(slug="h100", name="H100 80GB", capacity=16)
+
+
+@pytest.fixture
+def a100(db):
+    return FlavorFactory(
+        slug="a100",
+        name="A100 80GB",
+        gpu_model="NVIDIA A100 80GB PCIe",
+        capacity=16,
+        price_per_gpu_hour="2.5000",
+    )

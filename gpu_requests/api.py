@@ -1,13 +1,225 @@
-from rest_framework import viewsets
+"""REST API, /api/v1/. Views parse input and call `actions`; nothing here
+changes a status itself.
+
+Every queryset is narrowed to the caller's teams (reviewers see all), so
+another team's request is a 404, never a 403.
+"""
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Prefetch
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from gpu_requests import actions
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
+from gpu_requests.serializers import (
+    CapacityErrorSerializer,
+    ErrorSerializer,
+    FlavorSerializer,
+    QuotaRequestCreateSerializer,
+    QuotaRequestDetailSerializer,
+    QuotaRequestSerializer,
+    ReasonSerializer,
+    TeamSerializer,
+)
+
+Status = QuotaRequest.Status
 
 
 def exception_handler(exc, context):
+    """DRF's handler, plus the project's own errors in the same body shapes."""
+    if isinstance(exc, actions.CapacityExceeded):
+        body = {
+            "detail": str(exc),
+            "flavor": exc.flavor.slug,
+            "peak": exc.peak,
+            "capacity": exc.capacity,
+            "requested": exc.gpus,
+        }
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, actions.NotAllowed):
+        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, actions.ActionError):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, DjangoValidationError):
+        if hasattr(exc, "error_dict"):
+            exc = ValidationError(exc.message_dict)
+        else:
+            exc = ValidationError({api_settings.NON_FIELD_ERRORS_KEY: exc.messages})
     return drf_exception_handler(exc, context)
 
 
-class TeamViewSet(viewsets.ViewSet):
-    pass
+ERROR_400 = OpenApiResponse(
+    OpenApiTypes.OBJECT,
+    description='Invalid input: `{"field": ["message", ...]}`, or `{"detail": "..."}` '
+    "for a body that is not JSON.",
+)
+ERROR_403 = OpenApiResponse(ErrorSerializer, description="You may see this but not do this.")
+ERROR_404 = OpenApiResponse(ErrorSerializer, description="No such request among your teams'.")
+ERROR_409 = OpenApiResponse(
+    ErrorSerializer, description="The request's status does not allow this (e.g. not pending)."
+)
 
 
-FlavorViewSet = QuotaRequestViewSet = TeamViewSet
+class APIViewSetMixin:
+    # Token first: its WWW-Authenticate header makes DRF answer anonymous
+    # callers 401 rather than 403, whichever scheme they meant to use.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+
+
+class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
+    """Your teams; reviewers see all of them."""
+
+    queryset = Team.objects.none()
+    serializer_class = TeamSerializer
+    lookup_field = "slug"
+
+    def get_queryset(self):
+        return actions.teams_for(self.request.user)
+
+
+class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
+    """The GPU catalog: flavors that can be requested now."""
+
+    queryset = Flavor.objects.filter(is_active=True)
+    serializer_class = FlavorSerializer
+    lookup_field = "slug"
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("status", enum=Status.values, description="Only requests in this status."),
+        OpenApiParameter("team", str, description="Only this team's requests (slug)."),
+    ],
+    methods=["GET"],
+)
+class QuotaRequestViewSet(
+    APIViewSetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """GPU quota requests of your teams (all teams for reviewers), newest first."""
+
+    queryset = QuotaRequest.objects.none()
+    lookup_value_regex = r"[0-9]+"
+
+    def get_queryset(self):
+        requests = QuotaRequest.objects.filter(team__in=actions.teams_for(self.request.user))
+        requests = requests.select_related("team", "flavor", "requested_by")
+        if self.action == "list":
+            return self._filter(requests)
+        return requests.prefetch_related(
+            Prefetch("events", queryset=AuditEvent.objects.select_related("actor"))
+        )
+
+    def _filter(self, requests):
+        wanted_status = self.request.query_params.get("status")
+        if wanted_status is not None:
+            if wanted_status not in Status.values:
+                choices = ", ".join(Status.values)
+                raise ValidationError({"status": [f"Unknown status; use one of {choices}."]})
+            requests = requests.filter(status=wanted_status)
+        team = self.request.query_params.get("team")
+        if team is not None:
+            requests = requests.filter(team__slug=team)
+        return requests
+
+    def get_serializer_class(self):
+        if self.action == "list":
+            return QuotaRequestSerializer
+        return QuotaRequestDetailSerializer
+
+    @extend_schema(
+        request=QuotaRequestCreateSerializer,
+        responses={201: QuotaRequestDetailSerializer, 400: ERROR_400},
+    )
+    def create(self, request):
+        """Ask for GPUs; the request waits, pending, for a reviewer."""
+        form = QuotaRequestCreateSerializer(data=request.data, context={"request": request})
+        form.is_valid(raise_exception=True)
+        quota_request = actions.submit(by=request.user, **form.validated_data)
+        return self._detail(quota_request, status=status.HTTP_201_CREATED)
+
+    def _detail(self, quota_request, status=status.HTTP_200_OK):
+        # Fetched again: the events changed since get_object() prefetched them.
+        fresh = self.get_queryset().get(pk=quota_request.pk)
+        return Response(QuotaRequestDetailSerializer(fresh).data, status=status)
+
+    def _transition(self, request, action_function):
+        quota_request = self.get_object()
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        action_function(quota_request, by=request.user, reason=form.validated_data["reason"])
+        return self._detail(quota_request)
+
+    @extend_schema(
+        request=ReasonSerializer,
+        responses={
+            200: QuotaRequestDetailSerializer,
+            400: ERROR_400,
+            403: ERROR_403,
+            404: ERROR_404,
+            409: OpenApiResponse(
+                CapacityErrorSerializer,
+                description="Not pending any more, or not enough capacity during the period "
+                "(then with `flavor`, `peak`, `capacity` and `requested`).",
+            ),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Reviewers only: reserve the GPUs, if the flavor has room all through the period."""
+        return self._transition(request, actions.approve)
+
+    @extend_schema(
+        request=ReasonSerializer,
+        responses={
+            200: QuotaRequestDetailSerializer,
+            400: ERROR_400,
+            403: ERROR_403,
+            404: ERROR_404,
+            409: ERROR_409,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        """Reviewers only: turn down a pending request."""
+        return self._transition(request, actions.reject)
+
+    @extend_schema(
+        request=ReasonSerializer,
+        responses={
+            200: QuotaRequestDetailSerializer,
+            400: ERROR_400,
+            403: ERROR_403,
+            404: ERROR_404,
+            409: ERROR_409,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """The requester or a team manager: withdraw a pending request."""
+        return self._transition(request, actions.cancel)
+
+    @extend_schema(
+        request=ReasonSerializer,
+        responses={
+            200: QuotaRequestDetailSerializer,
+            400: ERROR_400,
+            403: ERROR_403,
+            404: ERROR_404,
+            409: ERROR_409,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        """Reviewers only: take back approved or active quota."""
+        return self._transition(request, actions.revoke)

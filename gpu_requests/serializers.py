@@ -1,0 +1,166 @@
+"""What the API reads and writes. Parsing only: the rules a request must
+follow live in `actions.validate_request`, so the web form and the API give
+the same answers."""
+
+from django.conf import settings
+from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+
+from gpu_requests import actions
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
+
+# Caps on strings the models leave unbounded, so a client cannot make us
+# store (or look up) megabytes.
+MAX_REASON = 2000
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "created_at"]
+
+
+class FlavorSerializer(serializers.ModelSerializer):
+    node_selector = serializers.DictField(
+        child=serializers.CharField(), help_text="Kubernetes node labels the GPUs carry."
+    )
+    tolerations = serializers.ListField(
+        child=serializers.DictField(), help_text="Kubernetes tolerations for the GPU nodes."
+    )
+
+    class Meta:
+        model = Flavor
+        fields = [
+            "slug",
+            "name",
+            "gpu_model",
+            "memory_gb",
+            "sharing",
+            "resource_name",
+            "capacity",
+            "price_per_gpu_hour",
+            "node_selector",
+            "tolerations",
+        ]
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 timestamp that must say its offset.
+
+    DRF would read a naive time in the server's zone (PORTAL_TIME_ZONE), which
+    a client cannot see; a quota period off by hours is worse than a 400.
+    """
+
+    default_error_messages = {
+        "naive": "Include a time zone, e.g. 2030-01-31T09:00:00Z or 2030-01-31T09:00:00+01:00.",
+    }
+
+    def to_internal_value(self, value):
+        if isinstance(value, str):
+            try:
+                parsed = parse_datetime(value.strip())
+            except ValueError:
+                parsed = None  # well-formed but impossible, e.g. month 13: DRF says so
+            if parsed is not None and parsed.tzinfo is None:
+                self.fail("naive")
+        return super().to_internal_value(value)
+
+
+class QuotaRequestCreateSerializer(serializers.Serializer):
+    team = serializers.CharField(max_length=63, help_text="Slug of one of your teams.")
+    flavor = serializers.CharField(max_length=50, help_text="Slug of an active flavor.")
+    gpus = serializers.IntegerField(help_text="At least 1, at most the flavor's capacity.")
+    starts_at = AwareDateTimeField(
+        help_text="ISO 8601 with an offset (Z or +hh:mm); timestamps without one are refused. "
+        "At most a few minutes in the past."
+    )
+    ends_at = AwareDateTimeField(
+        allow_null=True,
+        help_text="After starts_at; null for an open-ended request. Required, so that an "
+        "open-ended reservation is always deliberate. The period is [starts_at, ends_at).",
+    )
+    justification = serializers.CharField(max_length=settings.QUOTA_MAX_JUSTIFICATION)
+
+    def validate_team(self, slug):
+        user = self.context["request"].user
+        # Teams the caller cannot see are reported as unknown: their existence
+        # is no more disclosed here than by GET teams/{slug}/.
+        team = actions.teams_for(user).filter(slug=slug).first()
+        if team is None:
+            raise serializers.ValidationError(
+                f"Unknown team {slug!r}, or you are not one of its members."
+            )
+        return team
+
+    def validate_flavor(self, slug):
+        # Inactive flavors are found here and refused by the action, which says why.
+        flavor = Flavor.objects.filter(slug=slug).first()
+        if flavor is None:
+            raise serializers.ValidationError(f"There is no flavor {slug!r}.")
+        return flavor
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=MAX_REASON,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Kept in the request's history and, for decisions, emailed to the requester.",
+    )
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, help_text="Null when the system acted."
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = ["action", "from_status", "to_status", "actor", "reason", "created_at"]
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    flavor = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    flavor_name = serializers.CharField(source="flavor.name", read_only=True)
+    resource_name = serializers.CharField(source="flavor.resource_name", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "team",
+            "flavor",
+            "flavor_name",
+            "resource_name",
+            "gpus",
+            "starts_at",
+            "ends_at",
+            "justification",
+            "status",
+            "estimated_cost",
+            "requested_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class QuotaRequestDetailSerializer(QuotaRequestSerializer):
+    events = AuditEventSerializer(many=True, read_only=True, help_text="Oldest first.")
+
+    class Meta(QuotaRequestSerializer.Meta):
+        fields = [*QuotaRequestSerializer.Meta.fields, "events"]
+        read_only_fields = fields
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class CapacityErrorSerializer(ErrorSerializer):
+    flavor = serializers.CharField(help_text="Slug of the flavor that is full.")
+    peak = serializers.IntegerField(help_text="GPUs already reserved at the busiest moment.")
+    capacity = serializers.IntegerField()
+    requested = serializers.IntegerField()

@@ -71,7 +71,7 @@ def capacity_of(flavor):
 
 
 def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):
-    AuditEvent.objects.create(
+    return AuditEvent.objects.create(
         team_id=quota_request.team_id,
         quota_request=quota_request,
         actor=actor,
@@ -97,7 +97,7 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
         )
     from_status = quota_request.status
     quota_request.status = to
-    _record(
+    event = _record(
         quota_request,
         action=action,
         from_status=from_status,
@@ -106,6 +106,7 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
         reason=reason,
     )
     transaction.on_commit(lambda: quota_changed(quota_request.team_id))
+    return event
 
 
 def action_past_tense(action):
@@ -200,7 +201,7 @@ def approve(quota_request, *, by, reason=""):
         # Tell the reviewer it is taken if it is, rather than that it does not fit.
         _assert_status(quota_request, Status.PENDING, "approve")
         raise CapacityExceeded(flavor, peak, quota_request.gpus, capacity)
-    _move(
+    decision = _move(
         quota_request,
         to=Status.APPROVED,
         allowed_from=[Status.PENDING],
@@ -208,7 +209,7 @@ def approve(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(quota_request.pk))
+    transaction.on_commit(lambda: emails.send_decision(decision.pk))
     if quota_request.starts_at <= now:
         _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action="activate")
     return quota_request
@@ -228,7 +229,7 @@ def _assert_status(quota_request, status, action):
 def reject(quota_request, *, by, reason=""):
     if not can_review(by):
         raise NotAllowed("Only platform admins can reject quota requests.")
-    _move(
+    decision = _move(
         quota_request,
         to=Status.REJECTED,
         allowed_from=[Status.PENDING],
@@ -236,7 +237,7 @@ def reject(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(quota_request.pk))
+    transaction.on_commit(lambda: emails.send_decision(decision.pk))
     return quota_request
 
 
@@ -259,7 +260,7 @@ def cancel(quota_request, *, by, reason=""):
 def revoke(quota_request, *, by, reason=""):
     if not can_review(by):
         raise NotAllowed("Only platform admins can revoke quota.")
-    _move(
+    decision = _move(
         quota_request,
         to=Status.REVOKED,
         allowed_from=list(QuotaRequest.RESERVING),
@@ -267,7 +268,7 @@ def revoke(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(quota_request.pk))
+    transaction.on_commit(lambda: emails.send_decision(decision.pk))
     return quota_request
 
 

@@ -7,7 +7,7 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from gpu_requests.models import QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 
 
 def _send(template, subject, recipients, context):
@@ -45,11 +45,12 @@ def send_new_request(quota_request_id):
     )
 
 
-def send_decision(quota_request_id):
+def send_decision(event_id):
+    """Tell the requester about one decision (approve, reject, revoke)."""
+    decision = AuditEvent.objects.select_related("actor").get(pk=event_id)
     quota_request = QuotaRequest.objects.select_related("team", "flavor", "requested_by").get(
-        pk=quota_request_id
+        pk=decision.quota_request_id
     )
-    decision = quota_request.events.exclude(action="activate").last()
     requester = quota_request.requested_by
     _send(
         "decision",

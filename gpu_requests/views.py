@@ -1,8 +1,290 @@
-from django.http import HttpResponse
+"""Server-rendered pages. Views parse input and call `actions`; nothing here
+changes a status itself. htmx requests get the partial of the swap target,
+everything else a full page, so every action also works without JavaScript."""
+
+import json
+from collections import defaultdict
+from datetime import UTC, timedelta
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from gpu_requests import actions, capacity
+from gpu_requests.forms import QuotaRequestForm, ReasonForm
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+
+Status = QuotaRequest.Status
+HORIZON = timedelta(days=30)
 
 
+def _get_request_for_user(user, pk):
+    """The request if `user` may see it (its team's members, reviewers), else 404."""
+    visible = QuotaRequest.objects.select_related("team", "flavor", "requested_by")
+    if not actions.can_review(user):
+        visible = visible.filter(team__memberships__user=user)
+    return get_object_or_404(visible, pk=pk)
+
+
+def _require_reviewer(user):
+    # 403, not 404: the queue's address is no secret, only its contents are.
+    if not actions.can_review(user):
+        raise PermissionDenied("Only platform admins can review quota requests.")
+
+
+# Dashboard
+
+
+@login_required
 def dashboard(request):
-    return HttpResponse("todo")
+    teams = list(actions.teams_for(request.user))
+    all_teams = teams
+    selected = request.GET.get("team")
+    if selected:
+        teams = [team for team in teams if team.slug == selected]
+    now = timezone.now()
+    team_ids = [team.pk for team in teams]
+    quota = _quota_by_team(team_ids, now)
+    pending = defaultdict(list)
+    for req in (
+        QuotaRequest.objects.filter(team_id__in=team_ids, status=Status.PENDING)
+        .select_related("flavor", "requested_by")
+        .order_by("starts_at", "pk")
+    ):
+        pending[req.team_id].append(req)
+    recent = defaultdict(list)
+    for event in _recent_events(team_ids):
+        recent[event.team_id].append(event)
+    panels = [
+        {
+            "team": team,
+            "quota": quota.get(team.pk, []),
+            "pending": pending[team.pk],
+            "recent": recent[team.pk],
+            "spend_per_day": sum(row["spend_per_day"] for row in quota.get(team.pk, [])),
+        }
+        for team in teams
+    ]
+    context = {
+        "panels": panels,
+        "all_teams": all_teams,
+        "selected": selected,
+        "show_filter": actions.can_review(request.user),
+        "horizon_days": HORIZON.days,
+    }
+    return render(request, "gpu_requests/dashboard.html", context)
 
 
-request_new = request_detail = review_queue = dashboard
+def _quota_by_team(team_ids, now):
+    """{team_id: [row per flavor]}: reserved now, peak over the horizon, until when.
+
+    Two queries (reservations, the catalog) however many teams and requests.
+    """
+    flavors = {flavor.pk: flavor for flavor in Flavor.objects.all()}
+    sharing = defaultdict(list)
+    for flavor in flavors.values():
+        sharing[flavor.resource_name].append(flavor)
+    held = defaultdict(list)
+    for r in capacity.reservations(flavors, now, now + HORIZON, team_ids=team_ids):
+        held[r.team_id, r.flavor_id].append(r)
+    result = defaultdict(list)
+    for (team_id, flavor_id), rows in sorted(
+        held.items(), key=lambda item: flavors[item[0][1]].name
+    ):
+        flavor = flavors[flavor_id]
+        gpus_now = sum(r.gpus for r in rows if r.covers(now))
+        ends = [r.ends_at for r in rows]
+        result[team_id].append(
+            {
+                "flavor": flavor,
+                "gpus_now": gpus_now,
+                "gpus_peak": capacity.peak(rows, now, now + HORIZON),
+                "until": None if None in ends else max(ends),
+                "spend_per_day": gpus_now * flavor.price_per_gpu_hour * 24,
+                "shares_with": [f for f in sharing[flavor.resource_name] if f.pk != flavor_id],
+            }
+        )
+    return result
+
+
+def _recent_events(team_ids, per_team=10):
+    """The last `per_team` decisions of each team, in one query (a window function)."""
+    newest_first = [F("created_at").desc(), F("pk").desc()]
+    return (
+        AuditEvent.objects.filter(team_id__in=team_ids)
+        .exclude(action="submit")
+        .annotate(rank=Window(RowNumber(), partition_by=[F("team_id")], order_by=newest_first))
+        .filter(rank__lte=per_team)
+        .select_related("actor", "quota_request__flavor")
+        .order_by(*newest_first)
+    )
+
+
+# New request
+
+
+@login_required
+def request_new(request):
+    form = QuotaRequestForm(request.user, request.POST or None)
+    if request.method == "POST" and request.GET.get("validate"):
+        return _validation_feedback(request, form)
+    if request.method == "POST" and form.is_valid():
+        try:
+            quota_request = actions.submit(by=request.user, **form.cleaned_data)
+        except ValidationError as exc:
+            # Someone changed the catalog or membership since clean(): same errors, same place.
+            form.add_error(None, exc)
+        else:
+            messages.success(
+                request, f"Request #{quota_request.pk} submitted for review."
+            )
+            return redirect("request_detail", pk=quota_request.pk)
+    context = {"form": form, "estimate": form.estimate() if form.is_bound else None}
+    return render(request, "gpu_requests/request_new.html", context)
+
+
+def _validation_feedback(request, form):
+    """The live check: errors only for fields the user has filled in so far."""
+    form.is_valid()
+    for name in list(form.errors):
+        if name not in form.fields or not request.POST.get(name, "").strip():
+            del form.errors[name]
+    context = {"form": form, "estimate": form.estimate(), "live": True}
+    return render(request, "gpu_requests/request_new.html#feedback", context)
+
+
+# Request detail and its actions
+
+
+@login_required
+def request_detail(request, pk):
+    quota_request = _get_request_for_user(request.user, pk)
+    user = request.user
+    pending = quota_request.status == Status.PENDING
+    reviewer = actions.can_review(user)
+    context = {
+        "req": quota_request,
+        "events": quota_request.events.select_related("actor"),
+        "can_cancel": pending and actions.can_cancel(user, quota_request),
+        "can_decide": pending and reviewer,
+        "can_revoke": reviewer and quota_request.status in QuotaRequest.RESERVING,
+        "capacity": capacity.capacity_view(quota_request) if reviewer and pending else None,
+        "shares_with": list(quota_request.flavor.shares_resource_with()),
+    }
+    return render(request, "gpu_requests/request_detail.html", context)
+
+
+DONE = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "revoke": "revoked"}
+
+
+def _act(request, pk, action):
+    """Run one action on a request and answer with the queue row (htmx) or a redirect."""
+    quota_request = _get_request_for_user(request.user, pk)
+    form = ReasonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    flavor_id = quota_request.flavor_id
+    try:
+        getattr(actions, action)(quota_request, by=request.user, reason=reason)
+    except actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except actions.ActionError as exc:
+        level, text = messages.ERROR, str(exc)
+    else:
+        level, text = messages.SUCCESS, f"Request #{quota_request.pk} {DONE[action]}."
+    if request.htmx:
+        return _review_row_response(request, quota_request.pk, level, text, flavor_id)
+    messages.add_message(request, level, text)
+    return redirect(_next_url(request, quota_request))
+
+
+def _next_url(request, quota_request):
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return reverse("request_detail", args=[quota_request.pk])
+
+
+@require_POST
+@login_required
+def request_cancel(request, pk):
+    return _act(request, pk, "cancel")
+
+
+@require_POST
+@login_required
+def request_approve(request, pk):
+    return _act(request, pk, "approve")
+
+
+@require_POST
+@login_required
+def request_reject(request, pk):
+    return _act(request, pk, "reject")
+
+
+@require_POST
+@login_required
+def request_revoke(request, pk):
+    return _act(request, pk, "revoke")
+
+
+# Review queue
+
+
+@login_required
+def review_queue(request):
+    _require_reviewer(request.user)
+    if request.htmx and request.htmx.target == "upcoming-capacity":
+        return render(request, "gpu_requests/review_queue.html#upcoming", _upcoming())
+    pending = list(
+        QuotaRequest.objects.filter(status=Status.PENDING)
+        .select_related("team", "flavor", "requested_by")
+        .order_by("created_at", "pk")
+    )
+    views = capacity.capacity_views(pending)
+    rows = [{"req": req, "capacity": views[req.pk]} for req in pending]
+    return render(request, "gpu_requests/review_queue.html", {"rows": rows, **_upcoming()})
+
+
+def _upcoming():
+    """Peak reserved GPUs per UTC day for the next 30 days, per active flavor (two queries)."""
+    today = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    flavors = Flavor.objects.filter(is_active=True)
+    return {
+        "upcoming": capacity.daily_peaks(flavors, today, days=HORIZON.days),
+        "horizon_days": HORIZON.days,
+    }
+
+
+@login_required
+def review_capacity(request, pk):
+    """One row's capacity cell, re-read after an approval of the same flavor."""
+    _require_reviewer(request.user)
+    quota_request = _get_request_for_user(request.user, pk)
+    context = _row_context(quota_request)
+    return render(request, "gpu_requests/review_queue.html#capacity_cell", context)
+
+
+def _row_context(quota_request, **extra):
+    view = capacity.capacity_view(quota_request)
+    return {"row": {"req": quota_request, "capacity": view, **extra}}
+
+
+def _review_row_response(request, pk, level, text, flavor_id):
+    quota_request = _get_request_for_user(request.user, pk)
+    context = _row_context(quota_request, message=text, level=messages.DEFAULT_TAGS[level])
+    response = render(request, "gpu_requests/review_queue.html#row", context)
+    if level == messages.SUCCESS and quota_request.status in QuotaRequest.RESERVING:
+        # Other pending rows of this flavor now show stale numbers: they and the
+        # upcoming-capacity table listen for these events and re-read themselves.
+        response["HX-Trigger-After-Settle"] = json.dumps(
+            {"capacity-changed": {}, f"capacity-changed-{flavor_id}": {}}
+        )
+    return response

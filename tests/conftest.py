@@ -2,6 +2,8 @@
 a member and carol the manager of team vision; bob is in team nlp; charlie
 belongs to no team."""
 
+import os
+
 import pytest
 
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer
@@ -56,3 +58,20 @@ def a100(db):
         capacity=16,
         price_per_gpu_hour="2.5000",
     )
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    # PBKDF2 at its production cost is most of a test's setup time.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a skip is a failure: a missing service must not pass quietly."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") == "true" and report.skipped and "xfail" not in report.keywords:
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, which needs every service: {reason}"

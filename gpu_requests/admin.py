@@ -1,0 +1,98 @@
+from django.contrib import admin, messages
+
+from gpu_requests import actions
+from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Flavor)
+class FlavorAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "slug",
+        "sharing",
+        "resource_name",
+        "capacity",
+        "price_per_gpu_hour",
+        "is_active",
+    ]
+    list_filter = ["sharing", "is_active"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+class AuditEventInline(admin.TabularInline):
+    model = AuditEvent
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ["created_at", "actor", "action", "from_status", "to_status", "reason"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+def _transition(action, label):
+    """An admin bulk action that goes through `actions.<action>` for each request."""
+
+    def run(modeladmin, request, queryset):
+        done = 0
+        for quota_request in queryset.select_related("team", "flavor"):
+            try:
+                getattr(actions, action)(quota_request, by=request.user, reason="Django admin")
+                done += 1
+            except actions.ActionError as exc:
+                modeladmin.message_user(request, str(exc), messages.ERROR)
+        if done:
+            modeladmin.message_user(request, f"{done} request(s) {label}.", messages.SUCCESS)
+
+    run.__name__ = f"{action}_selected"
+    run.short_description = f"{action.title()} selected requests"
+    run.allowed_permissions = ["review"]
+    return run
+
+
+@admin.register(QuotaRequest)
+class QuotaRequestAdmin(admin.ModelAdmin):
+    list_display = ["id", "team", "flavor", "gpus", "starts_at", "ends_at", "status"]
+    list_filter = ["status", "flavor", "team"]
+    date_hierarchy = "starts_at"
+    # The status moves only through the actions, never by editing the row.
+    readonly_fields = ["status", "estimated_cost", "requested_by", "created_at", "updated_at"]
+    inlines = [AuditEventInline]
+    actions = [
+        _transition("approve", "approved"),
+        _transition("reject", "rejected"),
+        _transition("revoke", "revoked"),
+    ]
+
+    def has_add_permission(self, request):
+        return False  # requests are made in the portal, where they are validated
+
+    def has_review_permission(self, request):
+        return actions.can_review(request.user)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "team", "quota_request", "actor", "action", "to_status"]
+    list_filter = ["action", "team"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,103 @@
+from datetime import UTC, datetime
+
+from django import forms
+from django.conf import settings
+from django.utils import timezone
+
+from gpu_requests import actions
+from gpu_requests.models import Flavor, estimate_cost
+
+# What <input type="datetime-local"> sends (seconds only when the user typed them).
+DATETIME_LOCAL_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
+
+
+class UTCDateTimeField(forms.DateTimeField):
+    """A datetime-local input read and shown in UTC, whatever the server's zone.
+
+    The page labels these fields "UTC"; reading them in settings.TIME_ZONE
+    would silently shift a request by the server's offset.
+    """
+
+    widget = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+    input_formats = DATETIME_LOCAL_FORMATS
+
+    def to_python(self, value):
+        with timezone.override(UTC):
+            return super().to_python(value)
+
+    def prepare_value(self, value):
+        if isinstance(value, datetime) and timezone.is_aware(value):
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+
+class FlavorChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, flavor):
+        return (
+            f"{flavor.name} · {flavor.price_per_gpu_hour.normalize():f} "
+            f"{settings.PORTAL_CURRENCY}/GPU-hour · {actions.capacity_of(flavor)} in the cluster"
+        )
+
+
+class QuotaRequestForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=None)
+    flavor = FlavorChoiceField(queryset=Flavor.objects.filter(is_active=True))
+    gpus = forms.IntegerField(label="GPUs", widget=forms.NumberInput(attrs={"min": 1}))
+    starts_at = UTCDateTimeField(label="Starts (UTC)")
+    ends_at = UTCDateTimeField(
+        label="Ends (UTC)", required=False, help_text="Leave empty for open-ended quota."
+    )
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=settings.QUOTA_MAX_JUSTIFICATION,
+        help_text="What will run, and why it needs these GPUs.",
+    )
+
+    def __init__(self, user, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        teams = actions.teams_for(user)
+        self.fields["team"].queryset = teams
+        # Only the user's teams are offered; a tampered POST naming another
+        # team fails as "not one of the available choices".
+        if not self.is_bound and len(teams) == 1:
+            self.fields["team"].initial = teams[0].pk
+            self.fields["team"].empty_label = None
+
+    def clean(self):
+        cleaned = super().clean()
+        # The action's own rules, so the live check and the submit agree.
+        errors = actions.validate_request(
+            team=cleaned.get("team"),
+            flavor=cleaned.get("flavor"),
+            gpus=cleaned.get("gpus"),
+            starts_at=cleaned.get("starts_at"),
+            ends_at=cleaned.get("ends_at"),
+            justification=cleaned.get("justification"),
+            by=self.user,
+        )
+        for field, messages in errors.items():
+            for message in messages:
+                self.add_error(field, message)
+        return cleaned
+
+    def estimate(self):
+        """Cost of what has been typed so far, or None while it is incomplete."""
+        data = getattr(self, "cleaned_data", {})
+        flavor, gpus, starts_at = data.get("flavor"), data.get("gpus"), data.get("starts_at")
+        if not (flavor and gpus and starts_at) or "ends_at" in self.errors:
+            return None
+        ends_at = data.get("ends_at")
+        hourly = gpus * flavor.price_per_gpu_hour
+        return {
+            "flavor": flavor,
+            "gpus": gpus,
+            "hours": None if ends_at is None else (ends_at - starts_at).total_seconds() / 3600,
+            "total": estimate_cost(gpus, starts_at, ends_at, flavor.price_per_gpu_hour),
+            "hourly": hourly,
+            "daily": hourly * 24,
+        }
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=1000)

@@ -1,0 +1,38 @@
+from datetime import UTC
+from decimal import Decimal
+
+from django import template
+from django.conf import settings
+
+from gpu_requests import actions
+
+register = template.Library()
+
+
+@register.filter
+def utc(value, fmt="%Y-%m-%d %H:%M"):
+    """A datetime in UTC with the zone spelled out: pages and forms both speak UTC."""
+    if not value:
+        return ""
+    return f"{value.astimezone(UTC):{fmt}} UTC"
+
+
+@register.filter
+def money(value):
+    if value is None or value == "":
+        return ""
+    amount = Decimal(value).quantize(Decimal("0.01"))
+    return f"{amount:,} {settings.PORTAL_CURRENCY}"
+
+
+@register.filter
+def can_review(user):
+    return user.is_authenticated and actions.can_review(user)
+
+
+@register.filter
+def hours(value):
+    """Hours as a whole number when they are one (48, not 48.0)."""
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"

@@ -1,0 +1,266 @@
+"""The batch/v1 Job controller's decisions as a pure function.
+
+`reconcile(job, pods, now)` looks at a Job and the pods it owns and says what to do:
+the new status, how many pods to create, which to delete, which events to record
+and whether the Job's TTL has run out. The control loop carries the actions out.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from kubesim.clock import format_time, parse_time
+
+# Alphabet of the apiserver's generateName suffixes (no vowels, no look-alikes).
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_TERMINAL = ("Complete", "Failed")
+
+
+@dataclass
+class Actions:
+    status: dict
+    create: int = 0
+    delete: list[str] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+    delete_job: bool = False
+
+
+def condition(conditions: list[dict], kind: str) -> dict | None:
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def is_finished(job: dict) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any((condition(conditions, k) or {}).get("status") == "True" for k in _TERMINAL)
+
+
+def _set_condition(status: dict, kind: str, value: str, reason: str, message: str, now: str):
+    conditions = status.setdefault("conditions", [])
+    current = condition(conditions, kind)
+    if current and current["status"] == value and current.get("reason") == reason:
+        return  # unchanged: rewriting probe times would make every sync a write
+    fresh = {
+        "type": kind,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+    if current:
+        current.update(fresh)
+    else:
+        conditions.append(fresh)
+
+
+def _pod_condition(pod: dict, kind: str) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def _exit_codes(pod: dict) -> list[tuple[str, int]]:
+    codes = []
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated and terminated.get("exitCode", 0) != 0:
+            codes.append((status["name"], terminated["exitCode"]))
+    return codes
+
+
+def failure_policy_action(job: dict, pod: dict) -> tuple[str, str]:
+    """(action, message) of the first podFailurePolicy rule matching a failed pod;
+    ("Count", "") when none does."""
+    rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
+    pod_name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    for index, rule in enumerate(rules):
+        for wanted in rule.get("onPodConditions") or []:
+            if _pod_condition(pod, wanted.get("type")) and wanted.get("status", "True") == "True":
+                return rule["action"], (
+                    f"Pod {pod_name} has condition {wanted['type']} matching "
+                    f"{rule['action']} rule at index {index}"
+                )
+        exit_rule = rule.get("onExitCodes")
+        if exit_rule:
+            values = set(exit_rule.get("values") or [])
+            for container, code in _exit_codes(pod):
+                if exit_rule.get("containerName") not in (None, container):
+                    continue
+                if (code in values) == (exit_rule.get("operator", "In") == "In"):
+                    return rule["action"], (
+                        f"Container {container} for pod {pod_name} failed with exit code "
+                        f"{code} matching {rule['action']} rule at index {index}"
+                    )
+    return "Count", ""
+
+
+def _restarts(pod: dict) -> int:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses += (pod.get("status") or {}).get("initContainerStatuses") or []
+    return sum(s.get("restartCount", 0) for s in statuses)
+
+
+def _finish_time(status: dict) -> datetime | None:
+    if status.get("completionTime"):
+        return parse_time(status["completionTime"])
+    failed = condition(status.get("conditions") or [], "Failed")
+    return parse_time(failed["lastTransitionTime"]) if failed else None
+
+
+def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
+    """Decide the next step for `job`, given the pods it controls (pure)."""
+    spec = job.get("spec") or {}
+    old_status = job.get("status") or {}
+    status = copy.deepcopy(old_status)
+    stamp = format_time(now)
+
+    if is_finished(job):
+        ttl = spec.get("ttlSecondsAfterFinished")
+        finished_at = _finish_time(status)
+        expired = ttl is not None and finished_at and now >= finished_at + timedelta(seconds=ttl)
+        return Actions(status=status, delete_job=bool(expired))
+
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    phases = [(p, (p.get("status") or {}).get("phase")) for p in live]
+    active = [p for p, phase in phases if phase not in ("Succeeded", "Failed")]
+    succeeded = [p for p, phase in phases if phase == "Succeeded"]
+    failed_pods = [p for p, phase in phases if phase == "Failed"]
+    actions = Actions(status=status)
+
+    failed = 0
+    fail_job_message = ""
+    for pod in failed_pods:
+        action, message = failure_policy_action(job, pod)
+        if action == "FailJob" and not fail_job_message:
+            fail_job_message = message
+        if action != "Ignore":
+            failed += 1
+    # Counters never go down: pods the user deleted were still counted once.
+    status["succeeded"] = max(len(succeeded), old_status.get("succeeded", 0))
+    status["failed"] = max(failed, old_status.get("failed", 0))
+    status["ready"] = sum(1 for p in active if _pod_condition(p, "Ready"))
+    status["terminating"] = len(pods) - len(live)
+    status.setdefault("uncountedTerminatedPods", {})
+
+    suspended = bool(spec.get("suspend"))
+    suspend_condition = condition(status.get("conditions") or [], "Suspended")
+    was_suspended = bool(suspend_condition and suspend_condition["status"] == "True")
+    if suspended:
+        actions.delete = [p["metadata"]["name"] for p in active]
+        status["active"] = 0
+        if not was_suspended:
+            _set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", stamp)
+            actions.events.append(("Normal", "Suspended", "Job suspended"))
+        return actions
+    if was_suspended:
+        _set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", stamp)
+        actions.events.append(("Normal", "Resumed", "Job resumed"))
+        # Resuming restarts the activeDeadlineSeconds clock.
+        status["startTime"] = stamp
+    status.setdefault("startTime", stamp)
+
+    deadline = spec.get("activeDeadlineSeconds")
+    started = parse_time(status["startTime"])
+    restart_policy = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    backoff_limit = spec.get("backoffLimit", 6)
+    if restart_policy == "OnFailure":
+        past_backoff = sum(_restarts(p) for p in active) + status["failed"] > backoff_limit
+    else:
+        past_backoff = status["failed"] > backoff_limit
+
+    failure = None
+    if fail_job_message:
+        failure = ("PodFailurePolicy", fail_job_message)
+    elif deadline is not None and now >= started + timedelta(seconds=deadline):
+        failure = ("DeadlineExceeded", "Job was active longer than specified deadline")
+    elif past_backoff:
+        failure = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    if failure:
+        reason, message = failure
+        actions.delete = [p["metadata"]["name"] for p in active]
+        status["active"] = 0
+        status["ready"] = 0
+        _set_condition(status, "FailureTarget", "True", reason, message, stamp)
+        _set_condition(status, "Failed", "True", reason, message, stamp)
+        actions.events.append(("Warning", reason, message))
+        return actions
+
+    completions = spec.get("completions")
+    done = (
+        status["succeeded"] >= completions
+        if completions is not None
+        else status["succeeded"] > 0 and not active
+    )
+    if done:
+        actions.delete = [p["metadata"]["name"] for p in active]
+        status["active"] = 0
+        status["ready"] = 0
+        status["completionTime"] = stamp
+        message = "Reached expected number of succeeded pods"
+        _set_condition(status, "SuccessCriteriaMet", "True", "CompletionsReached", message, stamp)
+        _set_condition(status, "Complete", "True", "CompletionsReached", message, stamp)
+        actions.events.append(("Normal", "Completed", "Job completed"))
+        return actions
+
+    parallelism = spec.get("parallelism", 1)
+    if completions is not None:
+        wanted = min(parallelism, completions - status["succeeded"])
+    else:
+        wanted = 0 if status["succeeded"] else parallelism
+    if len(active) < wanted:
+        actions.create = wanted - len(active)
+    elif len(active) > wanted:
+        actions.delete = [p["metadata"]["name"] for p in active[wanted:]]
+    status["active"] = min(len(active), wanted)
+    return actions
+
+
+def pod_name(job_name: str, rng: random.Random | None = None) -> str:
+    """`<job>-xxxxx` as generateName would make it (job names are capped at 63 - 6)."""
+    rng = rng or random.Random()
+    suffix = "".join(rng.choice(_NAME_ALPHABET) for _ in range(5))
+    return f"{job_name[:57]}-{suffix}"
+
+
+def pod_from_template(job: dict, name: str) -> dict:
+    """The pod a Job creates: its template plus the owner reference and job labels."""
+    template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
+    meta = template.get("metadata") or {}
+    job_meta = job["metadata"]
+    labels = dict(meta.get("labels") or {})
+    labels.setdefault("batch.kubernetes.io/controller-uid", job_meta["uid"])
+    labels.setdefault("batch.kubernetes.io/job-name", job_meta["name"])
+    labels.setdefault("controller-uid", job_meta["uid"])
+    labels.setdefault("job-name", job_meta["name"])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "generateName": f"{job_meta['name']}-",
+            "namespace": job_meta["namespace"],
+            "labels": labels,
+            "annotations": dict(meta.get("annotations") or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job_meta["name"],
+                    "uid": job_meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": template.get("spec") or {},
+    }
+
+
+def owned_by(pod: dict, job: dict) -> bool:
+    uid = job["metadata"]["uid"]
+    return any(
+        ref.get("uid") == uid and ref.get("controller")
+        for ref in pod["metadata"].get("ownerReferences") or []
+    )

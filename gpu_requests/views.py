@@ -142,9 +142,7 @@ def request_new(request):
             # Someone changed the catalog or membership since clean(): same errors, same place.
             form.add_error(None, exc)
         else:
-            messages.success(
-                request, f"Request #{quota_request.pk} submitted for review."
-            )
+            messages.success(request, f"Request #{quota_request.pk} submitted for review.")
             return redirect("request_detail", pk=quota_request.pk)
     context = {"form": form, "estimate": form.estimate() if form.is_bound else None}
     return render(request, "gpu_requests/request_new.html", context)

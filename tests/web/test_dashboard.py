@@ -1,0 +1,129 @@
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from gpu_requests import actions
+from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, next_week, submit
+
+URL = reverse("dashboard")
+
+
+def test_it_redirects_anonymous_to_login(client, db):
+    response = client.get(URL)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_tells_charlie_he_has_no_team(login, charlie, vision):
+    response = login(charlie).get(URL)
+    assert response.status_code == 200
+    assert b"You are not in any team yet" in response.content
+    assert b"Vision" not in response.content
+
+
+def test_it_shows_alice_her_team_only(login, alice, bob, pending, nlp, h100):
+    submit(nlp, h100, bob, reason="bob's secret")
+    response = login(alice).get(URL)
+    assert response.status_code == 200
+    assert b"Vision" in response.content
+    assert b"NLP" not in response.content
+    assert reverse("request_detail", args=[pending.pk]).encode() in response.content
+
+
+def test_it_shows_carol_the_same_team(login, carol, pending):
+    response = login(carol).get(URL)
+    assert f"#{pending.pk}".encode() in response.content
+
+
+def test_it_shows_approved_quota_as_upcoming(login, alice, admin_user, pending):
+    actions.approve(pending, by=admin_user)
+    response = login(alice).get(URL)
+    page = response.content.decode()
+    assert "Nothing waiting for review." in page
+    quota_row = page.split("<tbody>")[1].split("</tbody>")[0]
+    assert "H100 80GB" in quota_row
+    assert '<td class="num">0</td>' in quota_row  # nothing now
+    assert '<td class="num">2</td>' in quota_row  # 2 GPUs within 30 days
+    assert "approved" in page  # the decision is listed
+
+
+def test_it_shows_active_quota_and_its_daily_spend(login, alice, admin_user, vision, h100):
+    start = timezone.now()
+    req = submit(vision, h100, alice, gpus=3, starts_at=start, hours=48)
+    actions.approve(req, by=admin_user)
+    response = login(alice).get(URL)
+    # 3 GPUs x 4.00 per GPU-hour x 24 hours
+    assert b"288.00 USD" in response.content
+    assert b'<td class="num">3</td>' in response.content
+
+
+def test_it_says_when_flavors_share_a_resource_name(login, alice, admin_user, pending, a100):
+    actions.approve(pending, by=admin_user)
+    response = login(alice).get(URL)
+    assert b"caps their sum" in response.content
+    assert b"A100 80GB" in response.content
+
+
+def test_it_does_not_warn_about_sharing_for_distinct_resources(login, alice, admin_user, pending):
+    FlavorFactory(slug="mig", name="MIG 1g", resource_name="nvidia.com/mig-1g.10gb")
+    actions.approve(pending, by=admin_user)
+    response = login(alice).get(URL)
+    assert b"caps their sum" not in response.content
+
+
+def test_it_shows_admin_all_teams_with_a_filter(login, admin_user, vision, nlp):
+    response = login(admin_user).get(URL)
+    assert b"Vision" in response.content
+    assert b'id="team-nlp"' in response.content
+    response = login(admin_user).get(URL, {"team": "nlp"})
+    assert b'id="team-nlp"' in response.content
+    assert b'id="team-vision"' not in response.content
+
+
+def test_it_ignores_a_team_filter_for_someone_elses_team(login, alice, nlp):
+    response = login(alice).get(URL, {"team": "nlp"})
+    assert b'id="team-nlp"' not in response.content
+    assert b"No such team." in response.content
+
+
+def test_it_lists_at_most_ten_recent_decisions_per_team(login, alice, carol, vision, h100):
+    for _ in range(12):
+        actions.cancel(submit(vision, h100, alice, gpus=1), by=carol)
+    response = login(alice).get(URL)
+    assert response.content.decode().count('class="badge status-cancelled"') == 10
+
+
+def _populate(teams, flavors, user, admin, n):
+    for i in range(n):
+        for team in teams:
+            req = submit(team, flavors[i % 2], user, gpus=1, starts_at=next_week(days=1 + i))
+            if i % 2:
+                actions.approve(req, by=admin)
+
+
+@pytest.mark.parametrize("rows", [1, 6])
+def test_it_keeps_query_count_flat(
+    login, django_assert_max_num_queries, admin_user, h100, a100, rows
+):
+    a100.refresh_from_db()  # the fixture holds its price as a str
+    teams = [TeamFactory(slug=f"t{i}") for i in range(3)]
+    user = UserFactory(username="member")
+    for team in teams:
+        add_member(team, user)
+    _populate(teams, [h100, a100], user, admin_user, rows)
+    client = login(admin_user)
+    # session, user, 2 x permissions, teams, flavors, reservations, pending, events
+    with django_assert_max_num_queries(10):
+        response = client.get(URL)
+    assert response.status_code == 200
+
+
+def test_it_counts_open_ended_quota_until_ended(login, alice, admin_user, vision, h100):
+    req = submit(
+        vision, h100, alice, gpus=1, starts_at=timezone.now() + timedelta(days=2), hours=None
+    )
+    actions.approve(req, by=admin_user)
+    response = login(alice).get(URL)
+    assert b"open-ended" in response.content

@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "template_partials",
     "gpu_requests",
     "billing",
+    "provisioning",
 ]
 
 MIDDLEWARE = [
@@ -181,6 +182,44 @@ CELERY_BEAT_SCHEDULE = {
     "advance-quota-lifecycle": {
         "task": "gpu_requests.advance_lifecycle",
         "schedule": env_int("PORTAL_LIFECYCLE_INTERVAL", 30, minimum=1),
+    },
+}
+
+# Provisioning (provisioning/): the cluster the portal manages and how.
+# Empty PORTAL_KUBECONFIG falls back to $KUBECONFIG, then in-cluster, then ~/.kube/config.
+PORTAL_KUBECONFIG = env_str("PORTAL_KUBECONFIG", "") or None
+PORTAL_KUBE_CONTEXT = env_str("PORTAL_KUBE_CONTEXT", "") or None
+PORTAL_KUBE_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT", 10, minimum=1)
+PORTAL_KUBE_RETRIES = env_int("PORTAL_KUBE_RETRIES", 2, minimum=0)
+PORTAL_KUBE_FIELD_MANAGER = env_str("PORTAL_KUBE_FIELD_MANAGER", "gpu-portal")
+PORTAL_NAMESPACE_PREFIX = env_str("PORTAL_NAMESPACE_PREFIX", "")
+PORTAL_RBAC_CLUSTER_ROLE = env_str("PORTAL_RBAC_CLUSTER_ROLE", "edit")
+PORTAL_RBAC_SUBJECTS = env_str("PORTAL_RBAC_SUBJECTS", "group")
+if PORTAL_RBAC_SUBJECTS not in ("group", "users"):
+    raise ImproperlyConfigured(
+        f"PORTAL_RBAC_SUBJECTS={PORTAL_RBAC_SUBJECTS!r} must be group or users"
+    )
+PORTAL_RBAC_GROUP_TEMPLATE = env_str("PORTAL_RBAC_GROUP_TEMPLATE", "gpu-team-{slug}")
+if "{slug}" not in PORTAL_RBAC_GROUP_TEMPLATE:
+    raise ImproperlyConfigured("PORTAL_RBAC_GROUP_TEMPLATE must contain {slug}")
+PORTAL_RBAC_USER_PREFIX = env_str("PORTAL_RBAC_USER_PREFIX", "oidc:")
+# A worker's claim on a team's sync runs out after this many seconds (if it died).
+PORTAL_SYNC_LEASE = env_int("PORTAL_SYNC_LEASE", 60, minimum=1)
+PORTAL_SYNC_SWEEP_INTERVAL = env_int("PORTAL_SYNC_SWEEP_INTERVAL", 5, minimum=1)
+PORTAL_DRIFT_CHECK_INTERVAL = env_int("PORTAL_DRIFT_CHECK_INTERVAL", 300, minimum=1)
+PORTAL_INVENTORY_INTERVAL = env_int("PORTAL_INVENTORY_INTERVAL", 60, minimum=1)
+CELERY_BEAT_SCHEDULE |= {
+    "provisioning-sweep": {
+        "task": "provisioning.sweep",
+        "schedule": PORTAL_SYNC_SWEEP_INTERVAL,
+    },
+    "provisioning-drift-check": {
+        "task": "provisioning.check_drift",
+        "schedule": PORTAL_DRIFT_CHECK_INTERVAL,
+    },
+    "provisioning-inventory": {
+        "task": "provisioning.record_inventory",
+        "schedule": PORTAL_INVENTORY_INTERVAL,
     },
 }
 

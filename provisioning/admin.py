@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from provisioning.models import FlavorCapacity, GpuNode, TeamSync
+
+
+@admin.register(TeamSync)
+class TeamSyncAdmin(admin.ModelAdmin):
+    list_display = ["team", "status", "generation", "synced_generation", "last_synced_at"]
+    list_filter = ["status"]
+    readonly_fields = [f.name for f in TeamSync._meta.fields]
+
+
+@admin.register(FlavorCapacity)
+class FlavorCapacityAdmin(admin.ModelAdmin):
+    list_display = ["flavor", "devices", "allocated", "observed_at", "override"]
+    readonly_fields = ["devices", "allocated", "observed_at"]
+
+
+@admin.register(GpuNode)
+class GpuNodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "pool", "gpu_model", "cordoned", "ready", "observed_at"]

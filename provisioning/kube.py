@@ -1,0 +1,258 @@
+"""The portal's only door to the Kubernetes API: the one module that imports `kubernetes`.
+
+Objects go in and come out as plain dicts. The official client's typed models
+parse responses strictly, so we use only its configuration loading, auth and
+connection pool, and read JSON ourselves. Every call has a timeout, and every
+failure becomes one of the errors below:
+
+- `TransientClusterError`: 5xx, 429 (with the server's Retry-After), timeouts and
+  connection errors; worth trying again.
+- `PermanentClusterError`: any other 4xx, with the server's message; trying again
+  changes nothing.
+
+Transient errors are retried here a few times with a short backoff before they
+are raised, so one dropped request does not cost a whole task retry.
+"""
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+from urllib.parse import quote, urlencode
+
+import urllib3
+from django.conf import settings
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+log = logging.getLogger(__name__)
+
+APPLY_PATCH = "application/apply-patch+yaml"
+
+# kind -> (URL prefix of its API group, plural, namespaced)
+KINDS = {
+    "Namespace": ("/api/v1", "namespaces", False),
+    "Node": ("/api/v1", "nodes", False),
+    "Pod": ("/api/v1", "pods", True),
+    "ResourceQuota": ("/api/v1", "resourcequotas", True),
+    "LimitRange": ("/api/v1", "limitranges", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
+}
+
+
+class ClusterError(Exception):
+    """Anything that went wrong talking to the cluster."""
+
+    status = None
+
+
+class TransientClusterError(ClusterError):
+    def __init__(self, message, *, status=None, retry_after=None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class PermanentClusterError(ClusterError):
+    def __init__(self, status, message):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class NotConfigured(PermanentClusterError):
+    def __init__(self, message):
+        super().__init__(0, message)
+
+
+def load_configuration(kubeconfig=None, context=None):
+    """A client Configuration from, in order: an explicit kubeconfig or context,
+    $KUBECONFIG, the pod's service account, ~/.kube/config."""
+    configuration = k8s_client.Configuration()
+    kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
+    try:
+        if kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError) as exc:
+        raise NotConfigured(f"No usable Kubernetes configuration: {exc}") from None
+    # One attempt per call at the HTTP level; retries are ours (below) and Celery's.
+    configuration.retries = False
+    return configuration
+
+
+def _retry_after(headers):
+    try:
+        return max(0.0, float((headers or {}).get("Retry-After")))
+    except (TypeError, ValueError):
+        return None
+
+
+def _server_message(body, fallback):
+    try:
+        status = json.loads(body)
+    except (TypeError, ValueError):
+        return (body or fallback).strip()[:2000] or fallback
+    if isinstance(status, dict) and status.get("message"):
+        return status["message"]
+    return fallback
+
+
+class Cluster:
+    """One API server: a connection pool, a timeout and a retry budget."""
+
+    def __init__(self, configuration, *, timeout, retries=2, backoff=0.2, max_retry_wait=5.0):
+        self.api_client = k8s_client.ApiClient(configuration)
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_retry_wait = max_retry_wait
+
+    def close(self):
+        self.api_client.close()
+
+    # --- one HTTP call ---
+
+    def _call_once(self, method, path, *, query=None, body=None, content_type=None):
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        method, url, headers, body, _ = self.api_client.param_serialize(
+            method=method,
+            resource_path=path + (f"?{urlencode(query)}" if query else ""),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=self.timeout
+            )
+            response.read()
+        except urllib3.exceptions.HTTPError as exc:
+            # Timeouts, refused and reset connections, protocol errors.
+            raise TransientClusterError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
+        except k8s_client.ApiException as exc:
+            raise TransientClusterError(f"{method} {path}: {exc.reason}") from None
+        text = response.data.decode("utf-8", "replace") if response.data else ""
+        if 200 <= response.status < 300:
+            return json.loads(text) if text else {}
+        message = _server_message(text, response.reason or f"HTTP {response.status}")
+        if response.status >= 500 or response.status == 429:
+            raise TransientClusterError(
+                f"{method} {path}: {response.status} {message}",
+                status=response.status,
+                retry_after=_retry_after(response.headers),
+            )
+        raise PermanentClusterError(response.status, message)
+
+    def call(self, method, path, **kwargs):
+        """One API call, retried in place on transient errors.
+
+        Every call we make is idempotent (GET, server-side apply, DELETE of a fixed
+        name), so repeating one after a lost response is safe.
+        """
+        for attempt in range(self.retries + 1):
+            try:
+                return self._call_once(method, path, **kwargs)
+            except TransientClusterError as exc:
+                wait = max(exc.retry_after or 0, self.backoff * 2**attempt * random.uniform(1, 1.5))
+                if attempt == self.retries or wait > self.max_retry_wait:
+                    raise
+                log.info("retrying in %.1fs: %s", wait, exc)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    # --- objects ---
+
+    @staticmethod
+    def path(kind, name=None, namespace=None):
+        prefix, plural, namespaced = KINDS[kind]
+        path = prefix
+        if namespaced and namespace:
+            path += f"/namespaces/{quote(namespace, safe='')}"
+        path += f"/{plural}"
+        return path + (f"/{quote(name, safe='')}" if name else "")
+
+    @classmethod
+    def path_of(cls, obj):
+        meta = obj["metadata"]
+        return cls.path(obj["kind"], meta["name"], meta.get("namespace"))
+
+    def get(self, kind, name, namespace=None):
+        """The live object, or None if there is none. One API call."""
+        try:
+            return self.call("GET", self.path(kind, name, namespace))
+        except PermanentClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def apply(self, obj, *, field_manager, force=True):
+        """Server-side apply: create or update the fields we own. One API call."""
+        query = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        return self.call(
+            "PATCH", self.path_of(obj), query=query, body=obj, content_type=APPLY_PATCH
+        )
+
+    def delete(self, kind, name, namespace=None):
+        """Delete an object; True if it was there. One API call."""
+        try:
+            self.call(
+                "DELETE",
+                self.path(kind, name, namespace),
+                body={"propagationPolicy": "Background"},
+                content_type="application/json",
+            )
+        except PermanentClusterError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def list(self, kind, *, namespace=None, label_selector=None, field_selector=None):
+        """All items of a kind, following `continue` tokens. One call per page of 500."""
+        query = {"limit": 500}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        items = []
+        while True:
+            page = self.call("GET", self.path(kind, namespace=namespace), query=query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            query["continue"] = token
+
+
+_local = threading.local()
+
+
+def cluster():
+    """This thread's Cluster, built from settings on first use (not at import)."""
+    current = getattr(_local, "cluster", None)
+    if current is None:
+        configuration = load_configuration(settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT)
+        current = Cluster(
+            configuration,
+            timeout=settings.PORTAL_KUBE_TIMEOUT,
+            retries=settings.PORTAL_KUBE_RETRIES,
+        )
+        _local.cluster = current
+    return current
+
+
+def reset():
+    """Forget this thread's Cluster (tests that switch API servers)."""
+    current = getattr(_local, "cluster", None)
+    if current is not None:
+        current.close()
+        _local.cluster = None

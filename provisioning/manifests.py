@@ -1,0 +1,141 @@
+"""Kubernetes objects for a team, built by pure functions (plain data in, dicts out).
+
+No API calls and no database here, so each builder is tested by comparing its
+output and validated against the Kubernetes JSON schemas. Names are fixed, so a
+retried apply lands on the same object.
+"""
+
+MANAGED_BY = "gpu-portal"
+TEAM_LABEL = "gpu-portal.io/team"
+
+QUOTA_NAME = "gpu-quota"
+LIMIT_RANGE_NAME = "gpu-portal-defaults"
+ROLE_BINDING_NAME = "gpu-portal-team"
+NETWORK_POLICY_NAME = "gpu-portal-default-deny-ingress"
+
+# Default container requests, so pods that ask for nothing are still admitted
+# in a namespace whose quota lists compute resources.
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+
+
+def namespace_name(team_slug, prefix=""):
+    name = f"{prefix}{team_slug}"
+    if len(name) > 63:
+        raise ValueError(f"namespace {name!r} is longer than 63 characters; shorten the prefix")
+    return name
+
+
+def _labels(team_slug):
+    return {"app.kubernetes.io/managed-by": MANAGED_BY, TEAM_LABEL: team_slug}
+
+
+def _metadata(name, namespace, team_slug):
+    return {"name": name, "namespace": namespace, "labels": _labels(team_slug)}
+
+
+def namespace(team_slug, prefix=""):
+    """The team's namespace, with Pod Security Admission `restricted` enforced."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace_name(team_slug, prefix),
+            "labels": {
+                **_labels(team_slug),
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            },
+        },
+    }
+
+
+def quota_hard(gpus_by_resource):
+    """`{"nvidia.com/gpu": 4}` -> `{"requests.nvidia.com/gpu": "4"}`.
+
+    Extended resources can only be capped under the `requests.` prefix.
+    Quantities are strings, as the API server returns them, so a live object
+    compares equal to the desired one.
+    """
+    return {
+        f"requests.{resource}": str(int(gpus))
+        for resource, gpus in sorted(gpus_by_resource.items())
+    }
+
+
+def resource_quota(namespace, team_slug, gpus_by_resource):
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _metadata(QUOTA_NAME, namespace, team_slug),
+        "spec": {"hard": quota_hard(gpus_by_resource)},
+    }
+
+
+def limit_range(namespace, team_slug, default_requests=None):
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _metadata(LIMIT_RANGE_NAME, namespace, team_slug),
+        "spec": {
+            "limits": [
+                {"type": "Container", "defaultRequest": dict(default_requests or DEFAULT_REQUESTS)}
+            ]
+        },
+    }
+
+
+def group_subjects(group_names):
+    return [
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": name}
+        for name in sorted(group_names)
+    ]
+
+
+def user_subjects(user_names):
+    return [
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}
+        for name in sorted(set(user_names))
+    ]
+
+
+def role_binding(namespace, team_slug, subjects, cluster_role="edit"):
+    """Access to the team's own namespace only: a RoleBinding, never a ClusterRoleBinding.
+
+    A team with no subjects (users mode, no members) still gets the binding with an
+    empty list, so removing the last member removes their access.
+    """
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(ROLE_BINDING_NAME, namespace, team_slug),
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": cluster_role,
+        },
+        "subjects": list(subjects),
+    }
+
+
+def network_policy(namespace, team_slug):
+    """Deny all ingress to the namespace's pods (egress stays open)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(NETWORK_POLICY_NAME, namespace, team_slug),
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+
+
+def team_objects(
+    *, team_slug, prefix, gpus_by_resource, subjects, cluster_role, default_requests=None
+):
+    """Every object a team gets, namespace first (the others live in it)."""
+    ns = namespace_name(team_slug, prefix)
+    return [
+        namespace(team_slug, prefix),
+        resource_quota(ns, team_slug, gpus_by_resource),
+        limit_range(ns, team_slug, default_requests),
+        role_binding(ns, team_slug, subjects, cluster_role),
+        network_policy(ns, team_slug),
+    ]

@@ -1,0 +1,116 @@
+"""Manifest builders: pure functions compared by output and validated against the
+Kubernetes schemas of the oldest and newest versions we support."""
+
+import kubernetes_validate
+import pytest
+
+from provisioning import manifests
+
+SUPPORTED_VERSIONS = ["1.30", kubernetes_validate.latest_version().rsplit(".", 1)[0]]
+
+LABELS = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/team": "vision"}
+
+
+def all_objects():
+    return manifests.team_objects(
+        team_slug="vision",
+        prefix="team-",
+        gpus_by_resource={"nvidia.com/gpu": 4, "nvidia.com/mig-1g.10gb": 0},
+        subjects=manifests.group_subjects(["gpu-team-vision"]),
+        cluster_role="edit",
+    )
+
+
+def test_it_names_the_namespace_after_the_team():
+    assert manifests.namespace("vision", "team-") == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "team-vision",
+            "labels": {
+                **LABELS,
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            },
+        },
+    }
+
+
+def test_it_refuses_a_namespace_name_over_63_characters():
+    with pytest.raises(ValueError, match="longer than 63"):
+        manifests.namespace_name("a" * 60, prefix="team-")
+
+
+def test_it_caps_gpus_under_the_requests_prefix_with_explicit_zeros():
+    quota = manifests.resource_quota(
+        "vision", "vision", {"nvidia.com/gpu": 4, "nvidia.com/a100": 0}
+    )
+    assert quota == {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-quota", "namespace": "vision", "labels": LABELS},
+        "spec": {"hard": {"requests.nvidia.com/a100": "0", "requests.nvidia.com/gpu": "4"}},
+    }
+
+
+def test_it_gives_default_container_requests():
+    assert manifests.limit_range("vision", "vision")["spec"] == {
+        "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m", "memory": "128Mi"}}]
+    }
+
+
+def test_it_binds_the_team_group_to_a_cluster_role_in_its_namespace_only():
+    binding = manifests.role_binding(
+        "vision", "vision", manifests.group_subjects(["gpu-team-vision"]), "edit"
+    )
+    assert binding == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "gpu-portal-team", "namespace": "vision", "labels": LABELS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [
+            {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "gpu-team-vision"}
+        ],
+    }
+
+
+def test_it_lists_users_sorted_and_once():
+    assert [s["name"] for s in manifests.user_subjects(["oidc:bob", "oidc:alice", "oidc:bob"])] == [
+        "oidc:alice",
+        "oidc:bob",
+    ]
+
+
+def test_it_denies_all_ingress():
+    assert manifests.network_policy("vision", "vision")["spec"] == {
+        "podSelector": {},
+        "policyTypes": ["Ingress"],
+    }
+
+
+def test_it_builds_the_namespace_first_and_everything_in_it():
+    objects = all_objects()
+    assert [o["kind"] for o in objects] == [
+        "Namespace",
+        "ResourceQuota",
+        "LimitRange",
+        "RoleBinding",
+        "NetworkPolicy",
+    ]
+    assert {o["metadata"].get("namespace") for o in objects[1:]} == {"team-vision"}
+
+
+def test_it_is_deterministic():
+    assert all_objects() == all_objects()
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_every_object_is_valid_kubernetes(version):
+    for obj in all_objects():
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_a_binding_without_subjects_is_valid(version):
+    binding = manifests.role_binding("vision", "vision", [], "edit")
+    kubernetes_validate.validate(binding, version, strict=True)

@@ -1,0 +1,61 @@
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+
+def start_up(**env):
+    """Load the settings in a fresh interpreter, as `manage.py` would."""
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", **env},
+        capture_output=True,
+        text=True,
+        cwd=settings.BASE_DIR,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("DJANGO_DEBUG", "maybe", "DJANGO_DEBUG='maybe' is not a boolean"),
+        ("PORTAL_LIFECYCLE_INTERVAL", "soon", "PORTAL_LIFECYCLE_INTERVAL='soon' is not a whole"),
+        ("PORTAL_LIFECYCLE_INTERVAL", "0", "PORTAL_LIFECYCLE_INTERVAL='0' must be at least 1"),
+        ("DATABASE_URL", "mysqlish://x", "DATABASE_URL='mysqlish://x' is not a database URL"),
+    ],
+)
+def test_a_bad_value_stops_start_up_naming_the_variable(name, value, message):
+    result = start_up(**{name: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_the_defaults_need_no_server():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings as s; "
+            "print(s.DATABASES['default']['ENGINE'], s.CELERY_BROKER_URL, s.EMAIL_BACKEND)",
+        ],
+        env={
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "EMAIL_BACKEND")
+        }
+        | {"DJANGO_SETTINGS_MODULE": "portal.settings"},
+        capture_output=True,
+        text=True,
+        cwd=settings.BASE_DIR,
+    )
+    assert result.stdout.split() == [
+        "django.db.backends.sqlite3",
+        "filesystem://",
+        "django.core.mail.backends.console.EmailBackend",
+    ]
+
+
+def test_times_are_stored_in_utc():
+    assert settings.USE_TZ is True

@@ -1,0 +1,43 @@
+"""python -m kubesim --cluster FILE --port N [--state FILE] [--speed X] [--kubeconfig PATH]"""
+
+import argparse
+import signal
+import sys
+
+from .app import DEFAULT_CLUSTER, KubeSim
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
+    parser.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster file (YAML)")
+    parser.add_argument("--port", type=int, default=8001, help="0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--state", help="load state from this file at start, save it on exit")
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="simulated seconds per real second"
+    )
+    parser.add_argument("--kubeconfig", help="write a kubeconfig for clients here")
+    args = parser.parse_args(argv)
+
+    sim = KubeSim.from_cluster_file(args.cluster, speed=args.speed, state=args.state)
+    # SIGTERM exits through the same path as Ctrl-C so the state gets saved.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    sim.start(args.port, args.host)
+    if args.kubeconfig:
+        sim.write_kubeconfig(args.kubeconfig)
+    print(f"kubesim listening on {sim.url}", flush=True)
+    if args.kubeconfig:
+        print(f"kubeconfig written to {args.kubeconfig}", flush=True)
+    try:
+        sim.stopping.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sim.stop()
+        if args.state:
+            sim.save_state(args.state)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

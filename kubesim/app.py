@@ -1,0 +1,110 @@
+"""KubeSim: the store, clock and faults behind one HTTP server, plus the control plane."""
+
+import collections
+import importlib
+import json
+import os
+import threading
+
+from .clock import Clock
+from .faults import Faults
+from .kubeconfig import write_kubeconfig
+from .server import KubeSimServer
+from .store import Store
+
+DEFAULT_CLUSTER = os.path.join(os.path.dirname(__file__), "clusters", "demo.yaml")
+
+
+class KubeSim:
+    def __init__(
+        self, *, speed: float = 1.0, clock: Clock | None = None, request_log_size: int = 20000
+    ):
+        self.clock = clock or Clock(speed=speed)
+        self.store = Store(self.clock)
+        self.faults = Faults()
+        self.request_log: collections.deque = collections.deque(maxlen=request_log_size)
+        self.metrics_provider = None  # Callable[[], str]: Prometheus text for GET /metrics
+        self.controllers: list = []  # objects with start()/stop(), run while the server runs
+        self.stopping = threading.Event()
+        self.kubeconfig_path: str | None = None
+        self._server: KubeSimServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_cluster_file(
+        cls, path: str | None = None, *, speed: float = 1.0, state: str | None = None
+    ):
+        """A simulator with the cluster described in `path` (default: the demo cluster)
+        installed by kubesim.control, and the saved state loaded when given."""
+        sim = cls(speed=speed)
+        if state and os.path.exists(state):
+            with open(state) as handle:
+                sim.store.load(json.load(handle))
+        control = _control_module()
+        if control is not None:
+            control.install(sim, path or DEFAULT_CLUSTER)
+        return sim
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("kubesim is not running")
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> int:
+        self.stopping.clear()
+        self._server = KubeSimServer((host, port), self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="kubesim-http",
+            daemon=True,
+        )
+        self._thread.start()
+        for controller in self.controllers:
+            controller.start()
+        return self.port
+
+    def serve_forever(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        """Run in the calling thread (the CLI) until stop() or KeyboardInterrupt."""
+        self.start(port, host)
+        try:
+            self._thread.join()
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()  # ends open watches
+        for controller in reversed(self.controllers):
+            controller.stop()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def write_kubeconfig(self, path: str) -> str:
+        self.kubeconfig_path = write_kubeconfig(path, self.url)
+        return path
+
+    def save_state(self, path: str) -> None:
+        with self.store.lock:
+            state = self.store.dump()
+            text = json.dumps(state)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+
+
+def _control_module():
+    """K2's control plane (kubesim/control.py); absent while it is being written."""
+    try:
+        return importlib.import_module("kubesim.control")
+    except ModuleNotFoundError as exc:
+        if exc.name != "kubesim.control":
+            raise
+        return None

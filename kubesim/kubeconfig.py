@@ -1,0 +1,30 @@
+"""A kubeconfig pointing at kubesim, for kubectl and the official client."""
+
+import os
+
+import yaml
+
+
+def kubeconfig(url: str, *, context: str = "kubesim", namespace: str = "default") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {"server": url}}],
+        "users": [{"name": context, "user": {}}],
+        "contexts": [
+            {
+                "name": context,
+                "context": {"cluster": context, "user": context, "namespace": namespace},
+            }
+        ],
+        "current-context": context,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: str, url: str, **kwargs) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as handle:
+        yaml.safe_dump(kubeconfig(url, **kwargs), handle, sort_keys=False)
+    return path

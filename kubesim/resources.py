@@ -1,0 +1,327 @@
+"""The registry of kinds kubesim serves, and the defaults the real apiserver fills in."""
+
+from dataclasses import dataclass, field
+
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+READ_VERBS = ["get", "list", "watch"]
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    plural: str
+    kind: str
+    group: str
+    version: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    read_only: bool = False
+    categories: tuple[str, ...] = ()
+    verbs: list[str] = field(default_factory=lambda: list(VERBS))
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_version(self) -> str:
+        return self.api_version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    def path(self, namespace: str | None, name: str | None = None) -> str:
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else "/api/v1"
+        path = prefix + (f"/namespaces/{namespace}" if self.namespaced and namespace else "")
+        path += f"/{self.plural}"
+        return path + (f"/{name}" if name else "")
+
+
+RBAC = "rbac.authorization.k8s.io"
+RESOURCES: dict[str, ResourceType] = {
+    r.plural: r
+    for r in [
+        ResourceType("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
+        ResourceType("nodes", "Node", "", "v1", False, ("no",), ("status",)),
+        ResourceType(
+            "pods", "Pod", "", "v1", True, ("po",), ("status", "log"), categories=("all",)
+        ),
+        ResourceType("events", "Event", "", "v1", True, ("ev",)),
+        ResourceType("resourcequotas", "ResourceQuota", "", "v1", True, ("quota",), ("status",)),
+        ResourceType("limitranges", "LimitRange", "", "v1", True, ("limits",)),
+        ResourceType("jobs", "Job", "batch", "v1", True, (), ("status",), categories=("all",)),
+        ResourceType("roles", "Role", RBAC, "v1", True),
+        ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),
+        ResourceType(
+            "clusterroles", "ClusterRole", RBAC, "v1", False, read_only=True, verbs=READ_VERBS
+        ),
+        ResourceType(
+            "networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1", True, ("netpol",)
+        ),
+    ]
+}
+BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES.values()}
+
+
+def group_versions() -> dict[str, list[ResourceType]]:
+    """{"v1": [...], "batch/v1": [...], ...} in registry order."""
+    grouped: dict[str, list[ResourceType]] = {}
+    for resource in RESOURCES.values():
+        grouped.setdefault(resource.api_version, []).append(resource)
+    return grouped
+
+
+# --- defaulting (what pkg/apis/*/v1/defaults.go and default admission plugins add) ---
+
+NOT_READY_TOLERATIONS = [
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+]
+
+
+def _image_pull_policy(image: str) -> str:
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    if ":" not in last or last.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def _default_container(container: dict) -> None:
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    if isinstance(container.get("image"), str):
+        container.setdefault("imagePullPolicy", _image_pull_policy(container["image"]))
+    resources = container.setdefault("resources", {})
+    if isinstance(resources, dict) and resources.get("limits"):
+        # Requests default to limits for every resource that only has a limit.
+        requests = resources.setdefault("requests", {})
+        for name, quantity in resources["limits"].items():
+            requests.setdefault(name, quantity)
+    for port in container.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+
+
+def default_pod_spec(spec: dict, *, template: bool = False) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            if isinstance(container, dict):
+                _default_container(container)
+    if not template:
+        # Admission plugins (ServiceAccount, DefaultTolerationSeconds, Priority) run on
+        # pods only, not on the templates inside Jobs.
+        spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("serviceAccount", spec["serviceAccountName"])
+        spec.setdefault("enableServiceLinks", True)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        spec.setdefault("priority", 0)
+        tolerations = spec.setdefault("tolerations", [])
+        present = {t.get("key") for t in tolerations if isinstance(t, dict)}
+        for toleration in NOT_READY_TOLERATIONS:
+            if toleration["key"] not in present:
+                tolerations.append(dict(toleration))
+
+
+def _qos_class(spec: dict) -> str:
+    requests_seen = limits_seen = False
+    guaranteed = True
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        requests_seen |= bool(requests)
+        limits_seen |= bool(limits)
+        for name in ("cpu", "memory"):
+            if name not in limits or str(requests.get(name)) != str(limits[name]):
+                guaranteed = False
+    if not requests_seen and not limits_seen:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def default_pod(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    default_pod_spec(spec)
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(spec))
+
+
+def default_job(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    uid = obj["metadata"]["uid"]
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault(
+        "podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
+    )
+    generated = {
+        "batch.kubernetes.io/controller-uid": uid,
+        "batch.kubernetes.io/job-name": obj["metadata"]["name"],
+        "controller-uid": uid,
+        "job-name": obj["metadata"]["name"],
+    }
+    template = spec.setdefault("template", {})
+    template_meta = template.setdefault("metadata", {})
+    if not spec.get("manualSelector"):
+        spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        template_meta["labels"] = {**(template_meta.get("labels") or {}), **generated}
+    default_pod_spec(template.setdefault("spec", {}), template=True)
+    obj.setdefault("status", {})
+
+
+def default_namespace(obj: dict) -> None:
+    name = obj["metadata"]["name"]
+    labels = obj["metadata"].setdefault("labels", {})
+    labels["kubernetes.io/metadata.name"] = name
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def default_quota(obj: dict) -> None:
+    obj.setdefault("spec", {})
+    obj.setdefault("status", {})
+
+
+def default_node(obj: dict) -> None:
+    obj.setdefault("spec", {})
+    obj.setdefault("status", {})
+
+
+def default_event(obj: dict) -> None:
+    obj.setdefault("type", "Normal")
+    obj.setdefault("count", 1)
+    obj.setdefault("reportingComponent", "")
+    obj.setdefault("reportingInstance", "")
+    obj.setdefault("source", {})
+
+
+def default_network_policy(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("podSelector", {})
+    if "policyTypes" not in spec:
+        types = ["Ingress"]
+        if "egress" in spec:
+            types.append("Egress")
+        spec["policyTypes"] = types
+
+
+DEFAULTERS = {
+    "pods": default_pod,
+    "jobs": default_job,
+    "namespaces": default_namespace,
+    "resourcequotas": default_quota,
+    "nodes": default_node,
+    "events": default_event,
+    "networkpolicies": default_network_policy,
+}
+
+
+def apply_defaults(resource: str, obj: dict) -> None:
+    defaulter = DEFAULTERS.get(resource)
+    if defaulter:
+        defaulter(obj)
+    normalize_quantities(resource, obj)
+
+
+def _stringify(mapping) -> None:
+    if isinstance(mapping, dict):
+        for key, value in mapping.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                mapping[key] = str(value)
+
+
+def _normalize_containers(spec) -> None:
+    if not isinstance(spec, dict):
+        return
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                _stringify(resources.get("limits"))
+                _stringify(resources.get("requests"))
+
+
+def normalize_quantities(resource: str, obj: dict) -> None:
+    """Quantities go out as strings, as Go's resource.Quantity marshals them (a client
+    may send `nvidia.com/gpu: 1`; the typed Python models only accept strings)."""
+    if resource == "pods":
+        _normalize_containers(obj.get("spec"))
+    elif resource == "jobs":
+        _normalize_containers(((obj.get("spec") or {}).get("template") or {}).get("spec"))
+    elif resource == "resourcequotas":
+        _stringify((obj.get("spec") or {}).get("hard"))
+        for key in ("hard", "used"):
+            _stringify((obj.get("status") or {}).get(key))
+    elif resource == "nodes":
+        for key in ("capacity", "allocatable"):
+            _stringify((obj.get("status") or {}).get(key))
+    elif resource == "limitranges":
+        for item in (obj.get("spec") or {}).get("limits") or []:
+            for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+                _stringify(item.get(key) if isinstance(item, dict) else None)
+
+
+def builtin_cluster_roles() -> list[dict]:
+    """The user-facing roles every cluster has (rules shortened to what kubesim serves)."""
+    write = ["create", "delete", "deletecollection", "patch", "update"]
+    core = ["pods", "pods/log", "pods/status", "events", "resourcequotas", "limitranges"]
+    view_rules = [
+        {"apiGroups": [""], "resources": core + ["namespaces"], "verbs": READ_VERBS},
+        {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": READ_VERBS},
+        {
+            "apiGroups": ["networking.k8s.io"],
+            "resources": ["networkpolicies"],
+            "verbs": READ_VERBS,
+        },
+    ]
+    edit_rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": write},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": write},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": write},
+        *view_rules,
+    ]
+    admin_rules = [
+        {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": VERBS},
+        *edit_rules,
+    ]
+    roles = []
+    for name, rules in (("admin", admin_rules), ("edit", edit_rules), ("view", view_rules)):
+        roles.append(
+            {
+                "apiVersion": f"{RBAC}/v1",
+                "kind": "ClusterRole",
+                "metadata": {
+                    "name": name,
+                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+                },
+                "rules": rules,
+            }
+        )
+    return roles

@@ -1,0 +1,618 @@
+"""HTTP front end: routing, discovery, watch streaming, faults and the request log.
+
+Plain HTTP/1.1 with keep-alive on a ThreadingHTTPServer: each connection gets a
+thread, which is plenty for tests and the benchmark's handful of clients.
+"""
+
+import json
+import socket
+import sys
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
+
+from .errors import (
+    ApiError,
+    BadRequest,
+    Expired,
+    InternalError,
+    MethodNotAllowed,
+    NotFound,
+    ServiceUnavailable,
+    TooManyRequests,
+    UnsupportedMediaType,
+)
+from .resources import RESOURCES, group_versions
+from .tables import to_table
+from .validation import check_structure
+
+KUBERNETES_VERSION = {
+    "major": "1",
+    "minor": "37",
+    "emulationMajor": "1",
+    "emulationMinor": "37",
+    "minCompatibilityMajor": "1",
+    "minCompatibilityMinor": "36",
+    "gitVersion": "v1.37.0-kubesim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": None,
+}
+VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class DroppedConnection(Exception):
+    pass
+
+
+class KubeSimServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, sim):
+        self.sim = sim
+        super().__init__(address, Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kubesim"
+    sys_version = ""
+
+    def log_message(self, format, *args):
+        pass  # the request log at /_sim/requests replaces the access log
+
+    def do_GET(self):
+        self._handle("GET")
+
+    def do_POST(self):
+        self._handle("POST")
+
+    def do_PUT(self):
+        self._handle("PUT")
+
+    def do_PATCH(self):
+        self._handle("PATCH")
+
+    def do_DELETE(self):
+        self._handle("DELETE")
+
+    # --- plumbing ---
+
+    @property
+    def sim(self):
+        return self.server.sim
+
+    def _handle(self, method: str) -> None:
+        started = time.monotonic()
+        split = urlsplit(self.path)
+        path = unquote(split.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        self._entry = {
+            "verb": "",
+            "method": method,
+            "path": path,
+            "resource": None,
+            "namespace": None,
+            "name": None,
+            "subresource": None,
+            "status": 0,
+        }
+        self._raw_body = self._read_body()
+        try:
+            if path.startswith("/_sim/"):
+                self._entry["verb"] = "admin"
+                self._admin(method, path)
+            elif path == "/metrics":
+                self._entry["verb"] = "get"
+                provider = self.sim.metrics_provider
+                text = provider() if provider else ""
+                self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+            else:
+                self._api(method, path, query)
+        except DroppedConnection:
+            self._entry["status"] = 0
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        except ApiError as error:
+            self._send_json(error.code, error.to_status(), headers=error.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # a bug in kubesim: say so like the apiserver would
+            traceback.print_exc(file=sys.stderr)
+            self._send_json(500, InternalError(f"Internal error occurred: {exc!r}").to_status())
+        finally:
+            self._entry["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
+            self._entry["time"] = self.sim.clock.timestamp()
+            self.sim.request_log.append(self._entry)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _body(self):
+        content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0]
+        if not self._raw_body:
+            return None
+        try:
+            if content_type.endswith("yaml"):
+                return yaml.safe_load(self._raw_body)
+            return json.loads(self._raw_body)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise BadRequest(f"the body of the request could not be decoded: {exc}") from None
+
+    def _send(self, status: int, payload: bytes, content_type: str, headers=None) -> None:
+        self._entry["status"] = status
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _send_json(self, status: int, obj, headers=None) -> None:
+        payload = json.dumps(obj, separators=(",", ":")).encode()
+        self._send(status, payload, "application/json", headers)
+
+    # --- /_sim/ admin API (never subject to faults) ---
+
+    def _admin(self, method: str, path: str) -> None:
+        sim = self.sim
+        body = self._body() or {}
+        if path == "/_sim/requests":
+            if method == "DELETE":
+                sim.request_log.clear()
+            self._send_json(200, {"items": list(sim.request_log)})
+        elif path == "/_sim/faults":
+            if method in ("PUT", "POST"):
+                try:
+                    sim.faults.set(**body)
+                except (TypeError, ValueError) as exc:
+                    raise BadRequest(str(exc)) from None
+            elif method == "DELETE":
+                sim.faults.clear()
+            self._send_json(200, sim.faults.get())
+        elif path == "/_sim/clock":
+            if method == "POST":
+                if "speed" in body:
+                    sim.clock.set_speed(float(body["speed"]))
+                if "advance" in body:
+                    sim.clock.advance(float(body["advance"]))
+            self._send_json(200, {"now": sim.clock.timestamp(), "speed": sim.clock.speed})
+        elif path == "/_sim/state" and method == "GET":
+            self._send_json(200, sim.store.dump())
+        elif path == "/_sim/compact" and method == "POST":
+            sim.store.compact()
+            self._send_json(200, {"resourceVersion": sim.store.resource_version})
+        else:
+            raise NotFound(message=f"no such admin endpoint: {method} {path}")
+
+    # --- Kubernetes API ---
+
+    def _api(self, method: str, path: str, query: dict) -> None:
+        if path in ("/healthz", "/readyz", "/livez"):
+            self._entry["verb"] = "get"
+            self._send(200, b"ok", "text/plain; charset=utf-8")
+            return
+        action, status, latency = self.sim.faults.decide(method, path)
+        if latency:
+            time.sleep(latency)
+        if action == "drop":
+            raise DroppedConnection()
+        if action == "error":
+            self._entry["verb"] = VERB_BY_METHOD.get(method, "get")
+            if status == 429:
+                raise TooManyRequests(retry_after=self.sim.faults.config.retry_after)
+            if status == 503:
+                raise ServiceUnavailable()
+            error = InternalError()
+            error.code = status
+            raise error
+        if method == "GET" and self._discovery(path):
+            return
+        self._resource_request(method, path, query)
+
+    def _discovery(self, path: str) -> bool:
+        if path == "/version":
+            self._entry["verb"] = "get"
+            self._send_json(200, KUBERNETES_VERSION)
+        elif path == "/api":
+            self._entry["verb"] = "get"
+            address = f"127.0.0.1:{self.server.server_address[1]}"
+            self._send_json(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": address}
+                    ],
+                },
+            )
+        elif path == "/apis":
+            self._entry["verb"] = "get"
+            self._send_json(
+                200,
+                {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [
+                        _api_group(gv.split("/")[0], gv.split("/")[1])
+                        for gv in group_versions()
+                        if "/" in gv
+                    ],
+                },
+            )
+        elif path.rstrip("/") in ("/api/v1",) or (
+            path.startswith("/apis/")
+            and path.rstrip("/").count("/") == 3
+            and path.rstrip("/")[6:] in group_versions()
+        ):
+            self._entry["verb"] = "get"
+            gv = "v1" if path.startswith("/api/") else path.rstrip("/")[6:]
+            self._send_json(200, _resource_list(gv))
+        elif path.startswith("/apis/") and path.rstrip("/").count("/") == 2:
+            group = path.rstrip("/")[6:]
+            versions = [gv for gv in group_versions() if gv.startswith(group + "/")]
+            if not versions:
+                return False
+            self._entry["verb"] = "get"
+            self._send_json(
+                200,
+                _api_group(group, versions[0].split("/")[1])
+                | {"kind": "APIGroup", "apiVersion": "v1"},
+            )
+        else:
+            return False
+        return True
+
+    def _route(self, path: str):
+        """(resource type, namespace, name, subresource, watch) for an API path."""
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group_version, rest = "v1", parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            group_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            raise NotFound(message="the server could not find the requested resource")
+        watch = bool(rest) and rest[0] == "watch"
+        if watch:
+            rest = rest[1:]
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise NotFound(message="the server could not find the requested resource")
+        rtype = RESOURCES.get(rest[0])
+        if (
+            rtype is None
+            or rtype.api_version != group_version
+            or (namespace and not rtype.namespaced)
+        ):
+            raise NotFound(message="the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        subresource = rest[2] if len(rest) > 2 else None
+        if subresource and subresource not in rtype.subresources:
+            raise NotFound(message="the server could not find the requested resource")
+        return rtype, namespace, name, subresource, watch
+
+    def _resource_request(self, method: str, path: str, query: dict) -> None:
+        rtype, namespace, name, subresource, watch = self._route(path)
+        watch = watch or query.get("watch") in ("1", "true", "True")
+        verb = {
+            "GET": "watch" if watch else ("get" if name else "list"),
+            "DELETE": "delete" if name else "deletecollection",
+        }.get(method, VERB_BY_METHOD.get(method, method.lower()))
+        self._entry.update(
+            verb=verb,
+            resource=rtype.plural,
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+        )
+        store = self.sim.store
+        if rtype.read_only and method != "GET":
+            raise MethodNotAllowed()
+        dry_run = query.get("dryRun") == "All"
+        manager = query.get("fieldManager") or _manager_from_agent(self.headers.get("User-Agent"))
+
+        if method == "GET" and watch:
+            return self._watch(rtype, namespace, query)
+        if method == "GET" and name is None:
+            objs, rv = store.list_refs(
+                rtype.plural,
+                namespace,
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+            )
+            if self._wants_table():
+                now = self.sim.clock.now()
+                return self._send_json(
+                    200,
+                    to_table(rtype.plural, objs, rv, now, query.get("includeObject", "Metadata")),
+                )
+            return self._send_json(
+                200,
+                {
+                    "kind": rtype.list_kind,
+                    "apiVersion": rtype.api_version,
+                    "metadata": {"resourceVersion": rv},
+                    "items": objs,
+                },
+            )
+        if method == "GET" and subresource == "log":
+            store.get_ref(rtype.plural, namespace, name)
+            text = store.logs.get((namespace, name), "")
+            if query.get("tailLines"):
+                lines = text.splitlines(keepends=True)
+                text = "".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else ""
+            return self._send(200, text.encode(), "text/plain")
+        if method == "GET":
+            obj = store.get_ref(rtype.plural, namespace, name)
+            if self._wants_table():
+                now = self.sim.clock.now()
+                return self._send_json(
+                    200,
+                    to_table(
+                        rtype.plural,
+                        [obj],
+                        obj["metadata"]["resourceVersion"],
+                        now,
+                        query.get("includeObject", "Metadata"),
+                    ),
+                )
+            return self._send_json(200, obj)
+        if method == "POST" and name is None:
+            body = self._object_body(rtype, namespace, None, query)
+            created = store.create(
+                rtype.plural, namespace, body, dry_run=dry_run, field_manager=manager
+            )
+            return self._send_json(201, created)
+        if method == "PUT" and name:
+            body = self._object_body(rtype, namespace, name, query)
+            updated = store.update(
+                rtype.plural,
+                namespace,
+                body,
+                subresource=subresource,
+                dry_run=dry_run,
+                field_manager=manager,
+            )
+            return self._send_json(200, updated)
+        if method == "PATCH" and name:
+            return self._patch(rtype, namespace, name, subresource, query, manager, dry_run)
+        if method == "DELETE":
+            options = self._body() or {}
+            policy = query.get("propagationPolicy") or options.get("propagationPolicy")
+            orphan = query.get("orphanDependents") or options.get("orphanDependents")
+            if policy is None and orphan in (True, "true"):
+                policy = "Orphan"
+            if name is None:
+                deleted = store.delete_collection(
+                    rtype.plural,
+                    namespace,
+                    label_selector=query.get("labelSelector"),
+                    field_selector=query.get("fieldSelector"),
+                    propagation_policy=policy,
+                )
+                return self._send_json(
+                    200,
+                    {
+                        "kind": rtype.list_kind,
+                        "apiVersion": rtype.api_version,
+                        "metadata": {"resourceVersion": store.resource_version},
+                        "items": deleted,
+                    },
+                )
+            deleted = store.delete(
+                rtype.plural,
+                namespace,
+                name,
+                propagation_policy=policy,
+                dry_run=dry_run,
+                preconditions=options.get("preconditions"),
+            )
+            return self._send_json(200, deleted)
+        raise MethodNotAllowed()
+
+    def _wants_table(self) -> bool:
+        return "as=Table" in (self.headers.get("Accept") or "")
+
+    def _object_body(self, rtype, namespace, name, query) -> dict:
+        body = self._body()
+        if not isinstance(body, dict):
+            raise BadRequest("the body of the request was not a JSON object")
+        meta = body.get("metadata") or {}
+        if body.get("apiVersion") and body["apiVersion"] != rtype.api_version:
+            raise BadRequest(
+                f"the API version in the data ({body['apiVersion']}) does not match the expected "
+                f"API version ({rtype.api_version})"
+            )
+        if rtype.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
+            raise BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        if name is not None and meta.get("name") != name:
+            raise BadRequest(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
+        check_structure(rtype, body, strict=query.get("fieldValidation") == "Strict")
+        return body
+
+    def _patch(self, rtype, namespace, name, subresource, query, manager, dry_run) -> None:
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        patch_type = PATCH_TYPES.get(content_type)
+        if patch_type is None:
+            raise UnsupportedMediaType(content_type)
+        body = self._body()
+        store = self.sim.store
+        if patch_type == "apply":
+            if not isinstance(body, dict):
+                raise BadRequest("apply patches must be objects")
+            meta = body.get("metadata") or {}
+            if meta.get("name") not in (None, name):
+                raise BadRequest(
+                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+                )
+            if rtype.namespaced and meta.get("namespace") not in (None, namespace):
+                raise BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            if body.get("apiVersion") != rtype.api_version or body.get("kind") != rtype.kind:
+                raise BadRequest(
+                    f"invalid object type: {body.get('apiVersion')}, Kind={body.get('kind')}"
+                )
+            check_structure(rtype, body, strict=query.get("fieldValidation") == "Strict")
+            field_manager = query.get("fieldManager")
+            if not field_manager:
+                raise BadRequest(
+                    "PATCH, application/apply-patch+yaml requires fieldManager to be set"
+                )
+            existed = _exists(store, rtype, namespace, name)
+            result = store.apply(
+                rtype.plural,
+                namespace,
+                name,
+                body,
+                field_manager=field_manager,
+                force=query.get("force") in ("true", "1"),
+                subresource=subresource,
+                dry_run=dry_run,
+            )
+            return self._send_json(200 if existed else 201, result)
+        result = store.patch(
+            rtype.plural,
+            namespace,
+            name,
+            body,
+            patch_type,
+            subresource=subresource,
+            field_manager=manager,
+            dry_run=dry_run,
+        )
+        return self._send_json(200, result)
+
+    # --- watch ---
+
+    def _watch(self, rtype, namespace, query) -> None:
+        store = self.sim.store
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        deadline = time.monotonic() + timeout
+        self._entry["status"] = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        try:
+            watcher, initial = store.watch(
+                rtype.plural,
+                namespace,
+                resource_version=query.get("resourceVersion"),
+                label_selector=query.get("labelSelector"),
+                field_selector=query.get("fieldSelector"),
+            )
+        except Expired as error:
+            self._chunk({"type": "ERROR", "object": error.to_status()})
+            self._chunk(None)
+            return
+        except ApiError as error:
+            self._chunk({"type": "ERROR", "object": error.to_status()})
+            self._chunk(None)
+            return
+        try:
+            for event_type, obj in initial:
+                self._chunk({"type": event_type, "object": obj})
+            while not self.sim.stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    event_type, obj = watcher.queue.get(timeout=min(remaining, 0.25))
+                except Exception:  # queue.Empty: look at the deadline and stop flag again
+                    continue
+                self._chunk({"type": event_type, "object": obj})
+            self._chunk(None)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            store.unwatch(watcher)
+
+    def _chunk(self, event) -> None:
+        if event is None:
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+def _exists(store, rtype, namespace, name) -> bool:
+    try:
+        store.get_ref(rtype.plural, namespace, name)
+        return True
+    except NotFound:
+        return False
+
+
+def _manager_from_agent(agent: str | None) -> str:
+    """The apiserver names a manager after the client's user agent, up to the first '/'."""
+    return (agent or "unknown").split("/")[0][:128] or "unknown"
+
+
+def _api_group(group: str, version: str) -> dict:
+    gv = {"groupVersion": f"{group}/{version}", "version": version}
+    return {"name": group, "versions": [gv], "preferredVersion": gv}
+
+
+def _resource_list(group_version: str) -> dict:
+    resources = []
+    for rtype in group_versions()[group_version]:
+        resources.append(
+            {
+                "name": rtype.plural,
+                "singularName": rtype.singular,
+                "namespaced": rtype.namespaced,
+                "kind": rtype.kind,
+                "verbs": rtype.verbs,
+                **({"shortNames": list(rtype.short_names)} if rtype.short_names else {}),
+                **({"categories": list(rtype.categories)} if rtype.categories else {}),
+                "storageVersionHash": "",
+            }
+        )
+        for sub in rtype.subresources:
+            verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
+            resources.append(
+                {
+                    "name": f"{rtype.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": rtype.namespaced,
+                    "kind": "Pod" if sub == "log" else rtype.kind,
+                    "verbs": verbs,
+                }
+            )
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }

@@ -1,0 +1,472 @@
+"""What the apiserver refuses with 422 Invalid (or 400 for strict decoding).
+
+Structure and types come from kubernetes-validate's JSON schemas (one cached
+validator per kind, ~0.2 ms a call); the semantic rules the schemas cannot
+express (names, required fields, enums, immutability) are written out here.
+"""
+
+import functools
+import json
+import re
+from decimal import Decimal, InvalidOperation
+
+from .errors import BadRequest, FieldError, Invalid
+from .resources import ResourceType
+
+SCHEMA_VERSION = "v1.37.0"
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+QUALIFIED_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+    "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
+    "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
+QUANTITY_MSG = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+_SUFFIXES = {
+    "": 1,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+
+
+def parse_quantity(value) -> Decimal:
+    """ "500m" -> 0.5, "1Gi" -> 1073741824; ValueError when it is not a quantity."""
+    text = str(value).strip()
+    match = QUANTITY.match(text)
+    if not match:
+        raise ValueError(f"invalid quantity {value!r}")
+    number, suffix = match.group(1), match.group(2) or ""
+    sign = -1 if text.startswith("-") else 1
+    try:
+        if suffix[:1] in ("e", "E"):
+            return sign * Decimal(number) * Decimal(10) ** int(suffix[1:])
+        return sign * Decimal(number) * Decimal(_SUFFIXES[suffix])
+    except InvalidOperation as exc:
+        raise ValueError(f"invalid quantity {value!r}") from exc
+
+
+# --- structural checks against the OpenAPI-derived JSON schemas ---
+
+
+@functools.cache
+def _validator(kind: str, api_version: str, strict: bool):
+    import importlib_resources
+    import jsonschema
+    from referencing import Registry, Resource
+
+    folder = f"{SCHEMA_VERSION}-local" + ("-strict" if strict else "")
+    root = importlib_resources.files("kubernetes_validate") / "kubernetes-json-schema" / folder
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema = json.loads((root / f"{kind.lower()}-{group}.json").read_text())
+    definitions = json.loads((root / "_definitions.json").read_text())
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def _dotted(path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else ("." if text else "") + str(part)
+    return text
+
+
+def check_structure(rtype: ResourceType, obj: dict, *, strict: bool = False) -> None:
+    """422 for values of the wrong type; with strict field validation (what kubectl asks
+    for) also 400 for unknown fields, like the real strict decoder."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    errors = []
+    validator = _validator(rtype.kind, rtype.api_version, strict)
+    unknown = []
+    for error in validator.iter_errors(obj):
+        path = _dotted(error.absolute_path)
+        if error.validator == "additionalProperties":
+            extra = re.findall(r"'([^']+)' was unexpected", error.message)
+            unknown += [f"{path}.{e}" if path else e for e in extra]
+            continue
+        if error.validator == "type":
+            wanted = error.validator_value
+            wanted = [t for t in wanted if t != "null"] if isinstance(wanted, list) else [wanted]
+            detail = f"{path} in body must be of type {' or '.join(wanted)}: {_go(error.instance)}"
+            errors.append(FieldError("TypeInvalid", path, error.instance, detail))
+        elif error.validator == "required":
+            missing = re.findall(r"'([^']+)' is a required property", error.message)
+            for field in missing:
+                errors.append(FieldError("Required", f"{path}.{field}" if path else field))
+        elif error.validator == "enum":
+            supported = ", ".join(_go(v) for v in error.validator_value if v is not None)
+            errors.append(
+                FieldError("NotSupported", path, error.instance, f"supported values: {supported}")
+            )
+        else:
+            errors.append(FieldError("Invalid", path, error.instance, error.message))
+    if unknown:
+        fields = ", ".join(f'unknown field "{u}"' for u in sorted(unknown))
+        raise BadRequest(f"strict decoding error: {fields}")
+    if errors:
+        raise Invalid(kind=rtype.kind, group=rtype.group, name=name, errors=errors)
+
+
+def _go(value) -> str:
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+# --- semantic rules ---
+
+
+def _name_errors(rtype: ResourceType, name: str) -> list[FieldError]:
+    if rtype.plural in ("namespaces",):
+        if not DNS1123_LABEL.match(name) or len(name) > 63:
+            detail = LABEL_MSG if len(name) <= 63 else "must be no more than 63 characters"
+            return [FieldError("Invalid", "metadata.name", name, detail)]
+        return []
+    if rtype.group.startswith("rbac."):
+        # RBAC names only have to be valid path segments.
+        if name in (".", "..") or "/" in name or "%" in name:
+            return [FieldError("Invalid", "metadata.name", name, "may not contain '/' or '%'")]
+        return []
+    if len(name) > 253:
+        return [FieldError("Invalid", "metadata.name", name, "must be no more than 253 characters")]
+    if not DNS1123_SUBDOMAIN.match(name):
+        return [FieldError("Invalid", "metadata.name", name, SUBDOMAIN_MSG)]
+    return []
+
+
+def _qualified_name_errors(field: str, key: str) -> list[FieldError]:
+    prefix, _, name = key.rpartition("/")
+    errors = []
+    if prefix and (not DNS1123_SUBDOMAIN.match(prefix) or len(prefix) > 253):
+        errors.append(FieldError("Invalid", field, key, "prefix part " + SUBDOMAIN_MSG))
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+        errors.append(FieldError("Invalid", field, key, QUALIFIED_MSG))
+    return errors
+
+
+def _metadata_errors(rtype: ResourceType, meta: dict) -> list[FieldError]:
+    errors = []
+    name = meta.get("name") or ""
+    if not name:
+        errors.append(
+            FieldError("Required", "metadata.name", None, "name or generateName is required")
+        )
+    else:
+        errors += _name_errors(rtype, name)
+    for key, value in (meta.get("labels") or {}).items():
+        errors += _qualified_name_errors("metadata.labels", key)
+        if not isinstance(value, str) or (
+            value and (len(value) > 63 or not QUALIFIED_NAME.match(value))
+        ):
+            errors.append(FieldError("Invalid", "metadata.labels", value, LABEL_VALUE_MSG))
+    for key in meta.get("annotations") or {}:
+        errors += _qualified_name_errors("metadata.annotations", key)
+    return errors
+
+
+def _quantity_errors(field: str, mapping) -> list[FieldError]:
+    errors = []
+    for key, value in (mapping or {}).items():
+        try:
+            parse_quantity(value)
+        except ValueError:
+            errors.append(FieldError("Invalid", f"{field}[{key}]", value, QUANTITY_MSG))
+    return errors
+
+
+def _is_extended(resource_name: str) -> bool:
+    """Extended resources (nvidia.com/gpu) cannot be overcommitted."""
+    if "/" not in resource_name:
+        return False
+    return not resource_name.split("/", 1)[0].endswith("kubernetes.io")
+
+
+def _container_errors(field: str, containers, names: set) -> list[FieldError]:
+    errors = []
+    for index, container in enumerate(containers or []):
+        path = f"{field}[{index}]"
+        if not isinstance(container, dict):
+            continue
+        name = container.get("name")
+        if not name:
+            errors.append(FieldError("Required", f"{path}.name"))
+        elif not DNS1123_LABEL.match(name) or len(name) > 63:
+            errors.append(FieldError("Invalid", f"{path}.name", name, LABEL_MSG))
+        elif name in names:
+            errors.append(FieldError("Duplicate", f"{path}.name", name))
+        names.add(name)
+        if not container.get("image"):
+            errors.append(FieldError("Required", f"{path}.image"))
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        errors += _quantity_errors(f"{path}.resources.limits", limits)
+        errors += _quantity_errors(f"{path}.resources.requests", requests)
+        for resource_name, requested in requests.items():
+            if not _is_extended(resource_name):
+                continue
+            limit = limits.get(resource_name)
+            if limit is None:
+                errors.append(
+                    FieldError(
+                        "Forbidden",
+                        f"{path}.resources.limits",
+                        None,
+                        "Limit must be set for non overcommitable resources",
+                    )
+                )
+            elif str(limit) != str(requested):
+                errors.append(
+                    FieldError(
+                        "Invalid",
+                        f"{path}.resources.requests",
+                        str(requested),
+                        f"must be equal to {resource_name} limit of {limit}",
+                    )
+                )
+    return errors
+
+
+def _pod_spec_errors(field: str, spec, *, job: bool = False) -> list[FieldError]:
+    if not isinstance(spec, dict):
+        return [FieldError("Required", field)]
+    errors = []
+    if not spec.get("containers"):
+        errors.append(FieldError("Required", f"{field}.containers"))
+    names: set = set()
+    errors += _container_errors(f"{field}.containers", spec.get("containers"), names)
+    errors += _container_errors(f"{field}.initContainers", spec.get("initContainers"), names)
+    policy = spec.get("restartPolicy")
+    allowed = ["OnFailure", "Never"] if job else ["Always", "OnFailure", "Never"]
+    supported = ", ".join(f'"{v}"' for v in allowed)
+    if job and policy is None:
+        errors.append(
+            FieldError("Required", f"{field}.restartPolicy", None, f"valid values: {supported}")
+        )
+    elif policy is not None and policy not in allowed:
+        errors.append(
+            FieldError(
+                "NotSupported", f"{field}.restartPolicy", policy, f"supported values: {supported}"
+            )
+        )
+    return errors
+
+
+def _job_errors(obj: dict) -> list[FieldError]:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not spec.get("template"):
+        return [FieldError("Required", "spec.template")]
+    errors = _pod_spec_errors("spec.template.spec", spec["template"].get("spec"), job=True)
+    for key in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"):
+        value = spec.get(key)
+        if isinstance(value, int) and value < (1 if key == "activeDeadlineSeconds" else 0):
+            detail = "must be greater than or equal to " + (
+                "1" if key == "activeDeadlineSeconds" else "0"
+            )
+            errors.append(FieldError("Invalid", f"spec.{key}", value, detail))
+    return errors
+
+
+def _role_errors(obj: dict) -> list[FieldError]:
+    errors = []
+    for index, rule in enumerate(obj.get("rules") or []):
+        if not (rule or {}).get("verbs"):
+            errors.append(
+                FieldError(
+                    "Required",
+                    f"rules[{index}].verbs",
+                    None,
+                    "verbs must contain at least one value",
+                )
+            )
+    return errors
+
+
+def _role_binding_errors(obj: dict) -> list[FieldError]:
+    errors = []
+    ref = obj.get("roleRef")
+    if not isinstance(ref, dict):
+        return [FieldError("Required", "roleRef")]
+    if ref.get("apiGroup") != "rbac.authorization.k8s.io":
+        errors.append(
+            FieldError(
+                "NotSupported",
+                "roleRef.apiGroup",
+                ref.get("apiGroup", ""),
+                'supported values: "rbac.authorization.k8s.io"',
+            )
+        )
+    if ref.get("kind") not in ("Role", "ClusterRole"):
+        errors.append(
+            FieldError(
+                "NotSupported",
+                "roleRef.kind",
+                ref.get("kind", ""),
+                'supported values: "Role", "ClusterRole"',
+            )
+        )
+    if not ref.get("name"):
+        errors.append(FieldError("Required", "roleRef.name"))
+    for index, subject in enumerate(obj.get("subjects") or []):
+        if not subject.get("name"):
+            errors.append(FieldError("Required", f"subjects[{index}].name"))
+        if subject.get("kind") not in ("User", "Group", "ServiceAccount"):
+            errors.append(
+                FieldError(
+                    "NotSupported",
+                    f"subjects[{index}].kind",
+                    subject.get("kind", ""),
+                    'supported values: "ServiceAccount", "User", "Group"',
+                )
+            )
+    return errors
+
+
+def _quota_errors(obj: dict) -> list[FieldError]:
+    return _quantity_errors("spec.hard", (obj.get("spec") or {}).get("hard"))
+
+
+def _limit_range_errors(obj: dict) -> list[FieldError]:
+    errors = []
+    for index, item in enumerate((obj.get("spec") or {}).get("limits") or []):
+        if not item.get("type"):
+            errors.append(FieldError("Required", f"spec.limits[{index}].type"))
+        for key in ("max", "min", "default", "defaultRequest"):
+            errors += _quantity_errors(f"spec.limits[{index}].{key}", item.get(key))
+    return errors
+
+
+def _event_errors(obj: dict) -> list[FieldError]:
+    involved = obj.get("involvedObject") or {}
+    errors = []
+    meta_ns = (obj.get("metadata") or {}).get("namespace")
+    if involved.get("namespace") and meta_ns and involved["namespace"] != meta_ns:
+        errors.append(
+            FieldError(
+                "Invalid",
+                "involvedObject.namespace",
+                involved["namespace"],
+                "does not match event.namespace",
+            )
+        )
+    return errors
+
+
+RULES = {
+    "pods": lambda obj: _pod_spec_errors("spec", obj.get("spec")),
+    "jobs": _job_errors,
+    "roles": _role_errors,
+    "clusterroles": _role_errors,
+    "rolebindings": _role_binding_errors,
+    "resourcequotas": _quota_errors,
+    "limitranges": _limit_range_errors,
+    "events": _event_errors,
+}
+
+# Pod fields a kubelet-less update may change (what ValidatePodUpdate allows).
+MUTABLE_POD_SPEC = {
+    "activeDeadlineSeconds",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+    "schedulingGates",
+}
+
+
+def _immutable_errors(rtype: ResourceType, new: dict, old: dict) -> list[FieldError]:
+    errors = []
+    if rtype.plural == "jobs":
+        new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        for key in ("selector", "completions", "completionMode", "podFailurePolicy"):
+            if new_spec.get(key) != old_spec.get(key):
+                errors.append(
+                    FieldError("Invalid", f"spec.{key}", new_spec.get(key), "field is immutable")
+                )
+        new_template, old_template = new_spec.get("template"), old_spec.get("template")
+        if new_template != old_template and not _scheduling_only_change(
+            new_template, old_template, suspended=bool(old_spec.get("suspend"))
+        ):
+            errors.append(
+                FieldError("Invalid", "spec.template", new_template, "field is immutable")
+            )
+    elif rtype.plural == "rolebindings" and new.get("roleRef") != old.get("roleRef"):
+        errors.append(FieldError("Invalid", "roleRef", new.get("roleRef"), "cannot change roleRef"))
+    elif rtype.plural == "pods":
+        new_spec = _pod_spec_for_compare(new.get("spec") or {}, old.get("spec") or {})
+        old_spec = _pod_spec_for_compare(old.get("spec") or {}, old.get("spec") or {})
+        if new_spec != old_spec:
+            errors.append(
+                FieldError(
+                    "Forbidden",
+                    "spec",
+                    None,
+                    "pod updates may not change fields other than `spec.containers[*].image`,"
+                    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                    "`spec.tolerations` (only additions to existing tolerations),"
+                    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+                    "previously negative)",
+                )
+            )
+    return errors
+
+
+def _pod_spec_for_compare(spec: dict, old_spec: dict) -> dict:
+    spec = {k: v for k, v in spec.items() if k not in MUTABLE_POD_SPEC}
+    # Binding a pod to a node (the scheduler's job) sets nodeName once.
+    if not old_spec.get("nodeName"):
+        spec.pop("nodeName", None)
+    for key in ("containers", "initContainers"):
+        spec[key] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get(key) or []]
+    return spec
+
+
+def _scheduling_only_change(new, old, *, suspended: bool) -> bool:
+    """A suspended Job may change its template's scheduling directives and labels."""
+    if not suspended or not isinstance(new, dict) or not isinstance(old, dict):
+        return False
+    free = {"nodeSelector", "tolerations", "affinity", "schedulingGates"}
+    new_spec = {k: v for k, v in (new.get("spec") or {}).items() if k not in free}
+    old_spec = {k: v for k, v in (old.get("spec") or {}).items() if k not in free}
+    return new_spec == old_spec
+
+
+def validate(rtype: ResourceType, obj: dict, old: dict | None = None) -> None:
+    """Semantic validation of a defaulted object; raises Invalid with all errors."""
+    errors = _metadata_errors(rtype, obj.get("metadata") or {})
+    rule = RULES.get(rtype.plural)
+    if rule:
+        errors += rule(obj)
+    if old is not None:
+        errors += _immutable_errors(rtype, obj, old)
+    if errors:
+        name = (obj.get("metadata") or {}).get("name", "")
+        raise Invalid(kind=rtype.kind, group=rtype.group, name=name, errors=errors)

@@ -3,6 +3,7 @@ a member and carol the manager of team vision; bob is in team nlp; charlie
 belongs to no team."""
 
 import os
+from decimal import Decimal
 
 import pytest
 
@@ -56,7 +57,7 @@ def a100(db):
         name="A100 80GB",
         gpu_model="NVIDIA A100 80GB PCIe",
         capacity=16,
-        price_per_gpu_hour="2.5000",
+        price_per_gpu_hour=Decimal("2.5000"),  # a str would stay a str on the instance
     )
 
 

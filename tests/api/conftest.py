@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -28,4 +30,6 @@ def pending(vision, alice, h100):
 @pytest.fixture
 def small(db):
     """A flavor with 4 GPUs, easy to fill."""
-    return FlavorFactory(slug="t4", name="T4 16GB", capacity=4, price_per_gpu_hour="0.5000")
+    return FlavorFactory(
+        slug="t4", name="T4 16GB", capacity=4, price_per_gpu_hour=Decimal("0.5000")
+    )

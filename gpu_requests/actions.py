@@ -122,6 +122,9 @@ def action_past_tense(action):
 
 def quota_changed(team_id):
     """Hook for what follows a change of a team's reserved quota (provisioning)."""
+    from provisioning.actions import team_changed  # provisioning imports this module
+
+    team_changed(team_id)
 
 
 def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, by, now=None):

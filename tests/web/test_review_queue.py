@@ -1,0 +1,197 @@
+from datetime import timedelta
+
+import pytest
+from django.core import mail
+from django.urls import reverse
+
+from gpu_requests import actions, capacity
+from gpu_requests.models import QuotaRequest
+from tests.factories import TeamFactory, UserFactory, add_member, next_week, submit
+
+URL = reverse("review_queue")
+Status = QuotaRequest.Status
+
+
+def test_it_redirects_anonymous_to_login(client, db):
+    response = client.get(URL)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("who", ["alice", "carol", "bob", "charlie"])
+def test_it_is_forbidden_to_non_reviewers(login, request, who):
+    response = login(request.getfixturevalue(who)).get(URL)
+    assert response.status_code == 403
+    assert b"Only platform admins can review" in response.content
+
+
+def test_it_lists_pending_requests_oldest_first(login, admin_user, vision, alice, h100):
+    first = submit(vision, h100, alice, gpus=1, reason="first in line")
+    second = submit(vision, h100, alice, gpus=3, reason="second in line")
+    decided = submit(vision, h100, alice, gpus=5)
+    actions.reject(decided, by=admin_user)
+    page = login(admin_user).get(URL).content.decode()
+    assert page.index(f'id="req-{first.pk}"') < page.index(f'id="req-{second.pk}"')
+    assert f'id="req-{decided.pk}"' not in page
+    assert "first in line" in page and "Vision" in page and "alice" in page
+    assert "2 pending requests" in page
+
+
+def test_it_shows_capacity_without_and_with_each_request(login, admin_user, vision, alice, h100):
+    held = submit(vision, h100, alice, gpus=10)
+    actions.approve(held, by=admin_user)
+    fits = submit(vision, h100, alice, gpus=6)
+    too_big = submit(vision, h100, alice, gpus=7)
+    page = login(admin_user).get(URL).content.decode()
+    row = page.split(f'id="req-{fits.pk}"')[1].split("</tr>")[0]
+    assert '10</span> → <strong class="num">16</strong> of 16 GPUs' in row
+    assert "exceeds capacity" not in row
+    row = page.split(f'id="req-{too_big.pk}"')[1].split("</tr>")[0]
+    assert '<div class="capacity over">' in row
+    assert "17</strong> of 16 GPUs" in row and "exceeds capacity" in row
+
+
+def test_bulk_capacity_agrees_with_peak_reserved(admin_user, vision, alice, h100, a100):
+    a100.refresh_from_db()
+    start = next_week()
+    for offset, hours, gpus in [(0, 24, 3), (12, 48, 4), (30, None, 2), (-48, 24, 5)]:
+        req = submit(
+            vision, h100, alice, gpus=gpus, starts_at=start + timedelta(hours=offset), hours=hours
+        )
+        actions.approve(req, by=admin_user)
+    actions.approve(submit(vision, a100, alice, gpus=9, starts_at=start), by=admin_user)
+    probes = [
+        submit(vision, h100, alice, gpus=1, starts_at=start + timedelta(hours=h), hours=d)
+        for h, d in [(0, 1), (0, 100), (13, 5), (-100, 60), (40, None), (-72, None), (200, 3)]
+    ]
+    views = capacity.capacity_views(QuotaRequest.objects.filter(pk__in=[p.pk for p in probes]))
+    for probe in probes:
+        expected = QuotaRequest.objects.peak_reserved(
+            h100, probe.starts_at, probe.ends_at, exclude=probe
+        )
+        assert views[probe.pk].peak == expected, probe
+
+
+def test_it_approves_inline_with_htmx_and_returns_only_the_row(
+    login, admin_user, pending, django_capture_on_commit_callbacks
+):
+    client = login(admin_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("request_approve", args=[pending.pk]),
+            {"reason": "ok", "next": URL},
+            HTTP_HX_REQUEST="true",
+            HTTP_HX_TARGET=f"req-{pending.pk}",
+        )
+    page = response.content.decode().strip()
+    assert response.status_code == 200
+    assert page.startswith(f'<tr id="req-{pending.pk}"')
+    assert page.endswith("</tr>")
+    assert f"Request #{pending.pk} approved." in page
+    assert '<span class="badge status-approved">Approved</span>' in page
+    assert "capacity-changed" in response["HX-Trigger-After-Settle"]
+    assert QuotaRequest.objects.get().status == Status.APPROVED
+    assert mail.outbox[-1].to == ["alice@example.com"]
+    # The message went into the row, not into the next full page.
+    assert b"approved." not in client.get(URL).content
+
+
+def test_it_rejects_inline_with_htmx(login, admin_user, pending):
+    response = login(admin_user).post(
+        reverse("request_reject", args=[pending.pk]), {"reason": "no"}, HTTP_HX_REQUEST="true"
+    )
+    assert b'<span class="badge status-rejected">Rejected</span>' in response.content
+    assert "HX-Trigger-After-Settle" not in response
+
+
+def test_it_shows_capacity_errors_in_the_row(login, admin_user, vision, alice, h100):
+    actions.approve(submit(vision, h100, alice, gpus=10), by=admin_user)
+    too_big = submit(vision, h100, alice, gpus=7)
+    response = login(admin_user).post(
+        reverse("request_approve", args=[too_big.pk]), HTTP_HX_REQUEST="true"
+    )
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert page.strip().startswith(f'<tr id="req-{too_big.pk}"')
+    assert '<p class="message error" role="status">Not enough H100 80GB capacity' in page
+    assert ">Approve</button>" in page  # still pending, still decidable
+
+
+def test_it_shows_an_already_decided_request_in_the_row(login, admin_user, alice, pending):
+    actions.cancel(pending, by=alice)
+    response = login(admin_user).post(
+        reverse("request_approve", args=[pending.pk]), HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    assert b"is cancelled; only pending requests can be approved" in response.content
+    assert b"status-cancelled" in response.content
+
+
+def test_without_javascript_it_redirects_back_to_the_queue(login, admin_user, pending):
+    client = login(admin_user)
+    response = client.post(reverse("request_approve", args=[pending.pk]), {"next": URL})
+    assert response.status_code == 302
+    assert response["Location"] == URL
+    page = client.get(URL).content.decode()
+    assert f"Request #{pending.pk} approved." in page
+    assert "Nothing to review." in page
+
+
+def test_it_refreshes_one_capacity_cell(login, admin_user, pending):
+    response = login(admin_user).get(
+        reverse("review_capacity", args=[pending.pk]), HTTP_HX_REQUEST="true"
+    )
+    page = response.content.decode().strip()
+    assert page.startswith(f'<td class="cap" id="cap-{pending.pk}"')
+    assert "of 16 GPUs" in page
+
+
+def test_capacity_cell_is_for_reviewers_only(login, alice, pending):
+    response = login(alice).get(reverse("review_capacity", args=[pending.pk]))
+    assert response.status_code == 403
+
+
+def test_it_refreshes_the_upcoming_capacity_table(login, admin_user, pending):
+    actions.approve(pending, by=admin_user)
+    response = login(admin_user).get(
+        URL, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="upcoming-capacity"
+    )
+    page = response.content.decode().strip()
+    assert page.startswith('<section class="card" id="upcoming-capacity"')
+    assert "<html" not in page
+    assert '<td class="num">2</td>' in page  # the week-ahead peak of H100
+
+
+def test_upcoming_capacity_marks_overbooked_days(login, admin_user, vision, alice, h100):
+    actions.approve(submit(vision, h100, alice, gpus=10), by=admin_user)
+    h100.capacity = 8  # the cluster shrank after the approval
+    h100.save()
+    page = login(admin_user).get(URL).content.decode()
+    assert '<span class="over"' in page
+
+
+def _populate(admin, flavors, n):
+    user = UserFactory(username="busy")
+    teams = [TeamFactory(slug=f"team-{i}") for i in range(2)]
+    for team in teams:
+        add_member(team, user)
+    for i in range(n):
+        for team in teams:
+            flavor = flavors[i % 2]
+            submit(team, flavor, user, gpus=1, starts_at=next_week(days=1 + i % 20))
+            actions.approve(
+                submit(team, flavor, user, gpus=1, starts_at=next_week(days=2 + i % 20)), by=admin
+            )
+
+
+@pytest.mark.parametrize("rows", [1, 8])
+def test_it_keeps_query_count_flat(
+    login, django_assert_max_num_queries, admin_user, h100, a100, rows
+):
+    a100.refresh_from_db()
+    _populate(admin_user, [h100, a100], rows)
+    client = login(admin_user)
+    # session, user, 2 x permissions, pending, reservations, flavors, upcoming reservations
+    with django_assert_max_num_queries(8):
+        response = client.get(URL)
+    assert response.content.decode().count('<tr id="req-') == 2 * rows

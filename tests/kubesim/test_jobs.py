@@ -1,0 +1,226 @@
+"""The Job controller over HTTP: every way a batch/v1 Job can end."""
+
+from datetime import timedelta
+
+import pytest
+
+from kubesim.control import SMALL_CLUSTER
+from kubesim.testing import running_kubesim
+from tests.kubesim.simhelpers import Clients, job, wait_for
+
+
+@pytest.fixture(scope="module")
+def k():
+    with running_kubesim(SMALL_CLUSTER) as sim:
+        yield Clients(sim)
+
+
+def read(k, ns, name):
+    return k.batch.read_namespaced_job(name, ns)
+
+
+def condition(job_obj, kind):
+    return next((c for c in job_obj.status.conditions or [] if c.type == kind), None)
+
+
+def pods_of(k, ns, name):
+    return k.core.list_namespaced_pod(ns, label_selector=f"job-name={name}").items
+
+
+def events_of(k, ns, name):
+    items = k.core.list_namespaced_event(ns).items
+    return [e for e in items if e.involved_object.name == name]
+
+
+def running(k, ns, name, count=1):
+    return wait_for(
+        lambda: len([p for p in pods_of(k, ns, name) if p.status.phase == "Running"]) == count
+    )
+
+
+def test_it_completes_a_job(k):
+    ns = k.namespace()
+    k.batch.create_namespaced_job(ns, job("train", 1, {"kubesim.io/duration": "10m"}))
+    running(k, ns, "train")
+    (pod,) = pods_of(k, ns, "train")
+    assert pod.metadata.labels["batch.kubernetes.io/job-name"] == "train"
+    assert pod.metadata.labels["controller-uid"] == read(k, ns, "train").metadata.uid
+    assert pod.metadata.owner_references[0].kind == "Job"
+    assert wait_for(lambda: read(k, ns, "train").status.active == 1)
+    k.advance(601)
+    done = wait_for(lambda: condition(read(k, ns, "train"), "Complete") and read(k, ns, "train"))
+    assert done.status.succeeded == 1 and done.status.active == 0
+    assert done.status.completion_time >= done.status.start_time
+    assert condition(done, "SuccessCriteriaMet").status == "True"
+
+
+def test_it_runs_completions_with_parallelism(k):
+    ns = k.namespace()
+    spec = {"completions": 3, "parallelism": 2}
+    k.batch.create_namespaced_job(ns, job("sweep", 0, {"kubesim.io/duration": "60s"}, spec))
+    running(k, ns, "sweep", 2)
+    k.advance(61)
+    running(k, ns, "sweep", 1)
+    k.advance(61)
+    wait_for(lambda: condition(read(k, ns, "sweep"), "Complete"))
+    assert read(k, ns, "sweep").status.succeeded == 3
+    assert len(pods_of(k, ns, "sweep")) == 3
+
+
+def test_it_fails_after_the_backoff_limit(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "2"}
+    k.batch.create_namespaced_job(ns, job("crash", 0, annotations, {"backoffLimit": 1}))
+    for _ in range(2):
+        running(k, ns, "crash")
+        k.advance(6)
+    failed = wait_for(lambda: condition(read(k, ns, "crash"), "Failed"))
+    assert failed.reason == "BackoffLimitExceeded"
+    assert failed.message == "Job has reached the specified backoff limit"
+    assert read(k, ns, "crash").status.failed == 2
+    assert condition(read(k, ns, "crash"), "FailureTarget").status == "True"
+
+
+def test_on_failure_restarts_count_toward_backoff(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "1"}
+    manifest = job("flaky", 0, annotations, {"backoffLimit": 2}, restart_policy="OnFailure")
+    k.batch.create_namespaced_job(ns, manifest)
+    running(k, ns, "flaky")
+    (pod,) = pods_of(k, ns, "flaky")
+    for restarts in (1, 2, 3):
+        k.advance(6)
+        wait_for(
+            lambda n=restarts: (
+                not pods_of(k, ns, "flaky")
+                or pods_of(k, ns, "flaky")[0].status.container_statuses[0].restart_count >= n
+            )
+        )
+    assert pod.spec.restart_policy == "OnFailure"
+    failed = wait_for(lambda: condition(read(k, ns, "flaky"), "Failed"))
+    assert failed.reason == "BackoffLimitExceeded"
+
+
+def test_the_deadline_fails_the_job_and_deletes_its_pods(k):
+    ns = k.namespace()
+    manifest = job("slow", 1, {"kubesim.io/duration": "1h"}, {"activeDeadlineSeconds": 120})
+    k.batch.create_namespaced_job(ns, manifest)
+    running(k, ns, "slow")
+    k.advance(121)
+    failed = wait_for(lambda: condition(read(k, ns, "slow"), "Failed"))
+    assert failed.reason == "DeadlineExceeded"
+    assert failed.message == "Job was active longer than specified deadline"
+    assert wait_for(lambda: not pods_of(k, ns, "slow"))
+    assert read(k, ns, "slow").status.active == 0
+
+
+def test_suspend_deletes_pods_and_resume_resets_the_start_time(k):
+    ns = k.namespace()
+    spec = {"suspend": True, "activeDeadlineSeconds": 600}
+    k.batch.create_namespaced_job(ns, job("window", 1, {"kubesim.io/duration": "1h"}, spec))
+    suspended = wait_for(lambda: condition(read(k, ns, "window"), "Suspended"))
+    assert suspended.reason == "JobSuspended"
+    assert read(k, ns, "window").status.start_time is None
+    assert pods_of(k, ns, "window") == []
+
+    k.batch.patch_namespaced_job("window", ns, {"spec": {"suspend": False}})
+    running(k, ns, "window")
+    first_start = read(k, ns, "window").status.start_time
+    k.advance(300)
+    k.batch.patch_namespaced_job("window", ns, {"spec": {"suspend": True}})
+    wait_for(lambda: not pods_of(k, ns, "window"))
+    assert condition(read(k, ns, "window"), "Suspended").status == "True"
+
+    k.advance(3600)  # suspended time does not count against the deadline
+    k.batch.patch_namespaced_job("window", ns, {"spec": {"suspend": False}})
+    running(k, ns, "window")
+    resumed = read(k, ns, "window")
+    assert condition(resumed, "Suspended").reason == "JobResumed"
+    assert resumed.status.start_time >= first_start + timedelta(seconds=3900)
+    assert not condition(resumed, "Failed")
+    k.advance(601)
+    failed = wait_for(lambda: condition(read(k, ns, "window"), "Failed"))
+    assert failed.reason == "DeadlineExceeded"
+
+
+def test_pod_failure_policy_ignores_disruptions(k):
+    ns = k.namespace()
+    spec = {
+        "backoffLimit": 0,
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
+            ]
+        },
+    }
+    k.batch.create_namespaced_job(ns, job("spot", 1, {"kubesim.io/duration": "1h"}, spec))
+    running(k, ns, "spot")
+    (first,) = pods_of(k, ns, "spot")
+    k.sim.control_plane.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
+    # A replacement pod starts; the disruption is not a failure.
+    wait_for(
+        lambda: any(
+            p.metadata.name != first.metadata.name and p.status.phase == "Running"
+            for p in pods_of(k, ns, "spot")
+        )
+    )
+    status = read(k, ns, "spot").status
+    assert status.failed == 0
+    assert not condition(read(k, ns, "spot"), "Failed")
+
+
+def test_pod_failure_policy_fail_job_on_exit_code(k):
+    ns = k.namespace()
+    spec = {
+        "backoffLimit": 5,
+        "podFailurePolicy": {
+            "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]
+        },
+    }
+    annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "42"}
+    k.batch.create_namespaced_job(ns, job("bad-input", 0, annotations, spec))
+    running(k, ns, "bad-input")
+    k.advance(6)
+    failed = wait_for(lambda: condition(read(k, ns, "bad-input"), "Failed"))
+    assert failed.reason == "PodFailurePolicy"
+    assert "failed with exit code 42 matching FailJob rule at index 0" in failed.message
+
+
+def test_ttl_deletes_the_finished_job_and_its_pods(k):
+    ns = k.namespace()
+    spec = {"ttlSecondsAfterFinished": 300}
+    k.batch.create_namespaced_job(ns, job("brief", 0, {"kubesim.io/duration": "10s"}, spec))
+    running(k, ns, "brief")
+    k.advance(11)
+    wait_for(lambda: condition(read(k, ns, "brief"), "Complete"))
+    assert k.batch.list_namespaced_job(ns).items
+    k.advance(301)
+    wait_for(lambda: not k.batch.list_namespaced_job(ns).items)
+    assert wait_for(lambda: not pods_of(k, ns, "brief"))
+
+
+def test_quota_blocks_pods_with_a_failed_create_event_then_retries(k):
+    ns = k.namespace()
+    k.core.create_namespaced_resource_quota(
+        ns, {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}
+    )
+    k.batch.create_namespaced_job(ns, job("blocked", 1, {"kubesim.io/duration": "1h"}))
+    event = wait_for(
+        lambda: next((e for e in events_of(k, ns, "blocked") if e.reason == "FailedCreate"), None)
+    )
+    assert event.type == "Warning"
+    assert event.message.startswith('Error creating: pods "blocked-')
+    assert event.message.endswith(
+        "is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1, "
+        "used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=0"
+    )
+    blocked = read(k, ns, "blocked")
+    assert blocked.status.active == 0
+    assert blocked.status.start_time is not None  # set even though no pod could start
+
+    k.core.patch_namespaced_resource_quota(
+        "gpus", ns, {"spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    )
+    running(k, ns, "blocked")
+    assert wait_for(lambda: read(k, ns, "blocked").status.active == 1)

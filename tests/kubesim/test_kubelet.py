@@ -1,0 +1,128 @@
+"""The kubelet stand-in: durations, exit codes, restarts, disruptions and logs."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from kubesim import kubelet
+from kubesim.control import SMALL_CLUSTER
+from kubesim.testing import running_kubesim
+from tests.kubesim.simhelpers import Clients, pod, wait_for
+
+
+@pytest.fixture(scope="module")
+def k():
+    with running_kubesim(SMALL_CLUSTER) as sim:
+        yield Clients(sim)
+
+
+def phase(k, ns, name):
+    return k.core.read_namespaced_pod(name, ns).status.phase
+
+
+def run(k, ns, manifest):
+    k.core.create_namespaced_pod(ns, manifest)
+    name = manifest["metadata"]["name"]
+    wait_for(lambda: phase(k, ns, name) == "Running")
+    return k.core.read_namespaced_pod(name, ns)
+
+
+def test_a_running_pod_looks_like_one(k):
+    ns = k.namespace()
+    running = run(k, ns, pod("web", 1))
+    status = running.status
+    assert status.pod_ip and status.host_ip and status.start_time
+    (container,) = status.container_statuses
+    assert container.ready and container.started and container.state.running.started_at
+    ready = {c.type: c.status for c in status.conditions}
+    assert ready["Ready"] == ready["ContainersReady"] == ready["PodScheduled"] == "True"
+
+
+def test_it_succeeds_after_the_annotated_duration(k):
+    ns = k.namespace()
+    run(k, ns, pod("job", annotations={"kubesim.io/duration": "5m"}))
+    k.advance(200)
+    assert phase(k, ns, "job") == "Running"
+    k.advance(101)
+    wait_for(lambda: phase(k, ns, "job") == "Succeeded")
+    terminated = k.core.read_namespaced_pod("job", ns).status.container_statuses[0].state.terminated
+    assert (terminated.exit_code, terminated.reason) == (0, "Completed")
+
+
+def test_it_fails_with_the_annotated_exit_code(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "10s", "kubesim.io/exit-code": "3"}
+    run(k, ns, pod("oops", annotations=annotations))
+    k.advance(11)
+    wait_for(lambda: phase(k, ns, "oops") == "Failed")
+    status = k.core.read_namespaced_pod("oops", ns).status
+    terminated = status.container_statuses[0].state.terminated
+    assert (terminated.exit_code, terminated.reason) == (3, "Error")
+
+
+def test_on_failure_restarts_in_place_until_fail_attempts_run_out(k):
+    ns = k.namespace()
+    annotations = {
+        "kubesim.io/duration": "10s",
+        "kubesim.io/exit-code": "1",
+        "kubesim.io/fail-attempts": "2",
+    }
+    run(k, ns, pod("retry", annotations=annotations, restart_policy="OnFailure"))
+    for restarts in (1, 2):
+        k.advance(11)
+        wait_for(
+            lambda n=restarts: (
+                k.core.read_namespaced_pod("retry", ns).status.container_statuses[0].restart_count
+                == n
+            )
+        )
+    last = k.core.read_namespaced_pod("retry", ns).status.container_statuses[0].last_state
+    assert last.terminated.exit_code == 1
+    k.advance(11)
+    wait_for(lambda: phase(k, ns, "retry") == "Succeeded")
+
+
+def test_disrupt_after_fails_the_pod_with_a_disruption_target(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "1h", "kubesim.io/disrupt-after": "60s"}
+    run(k, ns, pod("spot", 1, annotations=annotations))
+    k.advance(61)
+    wait_for(lambda: phase(k, ns, "spot") == "Failed")
+    status = k.core.read_namespaced_pod("spot", ns).status
+    target = next(c for c in status.conditions if c.type == "DisruptionTarget")
+    assert (target.status, target.reason) == ("True", "TerminationByKubelet")
+    assert status.container_statuses[0].state.terminated.exit_code == 137
+
+
+def test_pod_logs_tell_the_run(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "150s", "kubesim.io/log": "loading checkpoint"}
+    run(k, ns, pod("talk", annotations=annotations))
+    k.advance(151)
+    wait_for(lambda: phase(k, ns, "talk") == "Succeeded")
+    text = k.core.read_namespaced_pod_log("talk", ns)
+    lines = text.splitlines()
+    assert lines[0].endswith("kubesim: container main started")
+    assert lines[1] == "loading checkpoint"
+    assert lines[2].endswith("step 1: 40% done")
+    assert lines[-1].endswith("kubesim: container main exited with code 0")
+
+
+def test_gpu_profiles():
+    now = datetime(2025, 1, 1, 12, 0, 30, tzinfo=UTC)
+
+    def util(annotations):
+        return kubelet.gpu_utilisation({"metadata": {"annotations": annotations}}, now, "n/0")
+
+    assert util({"kubesim.io/gpu-profile": "idle"}) == 0.0
+    assert 0.85 <= util({}) <= 0.95  # busy by default
+    assert 0.37 <= util({"kubesim.io/gpu-util": "40"}) <= 0.43
+    assert util({"kubesim.io/gpu-profile": "bursty"}) < 0.05  # idle after second 20
+
+
+def test_durations_parse_like_go():
+    assert kubelet.parse_duration("300s") == 300
+    assert kubelet.parse_duration("5m") == 300
+    assert kubelet.parse_duration("1h30m") == 5400
+    assert kubelet.parse_duration("90") == 90
+    assert kubelet.parse_duration("bogus") == kubelet.DEFAULT_DURATION

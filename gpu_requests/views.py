@@ -106,6 +106,7 @@ def _quota_by_team(team_ids, now):
                 "flavor": flavor,
                 "gpus_now": gpus_now,
                 "gpus_peak": capacity.peak(rows, now, now + HORIZON),
+                "starts": min(r.starts_at for r in rows),
                 "until": None if None in ends else max(ends),
                 "spend_per_day": gpus_now * flavor.price_per_gpu_hour * 24,
                 "shares_with": [f for f in sharing[flavor.resource_name] if f.pk != flavor_id],
@@ -254,9 +255,16 @@ def review_queue(request):
 def _upcoming():
     """Peak reserved GPUs per UTC day for the next 30 days, per active flavor (two queries)."""
     today = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    flavors = Flavor.objects.filter(is_active=True)
+    flavors = list(Flavor.objects.filter(is_active=True))
+    outlook = capacity.daily_peaks(flavors, today, days=HORIZON.days)
+    for row in outlook:
+        row["shares_with"] = [
+            f
+            for f in flavors
+            if f.resource_name == row["flavor"].resource_name and f != row["flavor"]
+        ]
     return {
-        "upcoming": capacity.daily_peaks(flavors, today, days=HORIZON.days),
+        "upcoming": outlook,
         "horizon_days": HORIZON.days,
     }
 

@@ -100,4 +100,8 @@ class QuotaRequestForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(required=False, max_length=1000)
+    reason = forms.CharField(
+        required=False,
+        max_length=1000,
+        error_messages={"max_length": "Keep the reason to %(limit_value)s characters."},
+    )

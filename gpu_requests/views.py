@@ -107,6 +107,7 @@ def _quota_by_team(team_ids, now):
                 "gpus_now": gpus_now,
                 "gpus_peak": capacity.peak(rows, now, now + HORIZON),
                 "starts": min(r.starts_at for r in rows),
+                "request_ids": sorted(r.pk for r in rows),
                 "until": None if None in ends else max(ends),
                 "spend_per_day": gpus_now * flavor.price_per_gpu_hour * 24,
                 "shares_with": [f for f in sharing[flavor.resource_name] if f.pk != flavor_id],
@@ -187,16 +188,20 @@ def _act(request, pk, action):
     """Run one action on a request and answer with the queue row (htmx) or a redirect."""
     quota_request = _get_request_for_user(request.user, pk)
     form = ReasonForm(request.POST)
-    reason = form.cleaned_data["reason"] if form.is_valid() else ""
     flavor_id = quota_request.flavor_id
-    try:
-        getattr(actions, action)(quota_request, by=request.user, reason=reason)
-    except actions.NotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
-    except actions.ActionError as exc:
-        level, text = messages.ERROR, str(exc)
+    if not form.is_valid():
+        level, text = messages.ERROR, " ".join(form.errors["reason"])
     else:
-        level, text = messages.SUCCESS, f"Request #{quota_request.pk} {DONE[action]}."
+        try:
+            getattr(actions, action)(
+                quota_request, by=request.user, reason=form.cleaned_data["reason"]
+            )
+        except actions.NotAllowed as exc:
+            raise PermissionDenied(str(exc)) from None
+        except actions.ActionError as exc:
+            level, text = messages.ERROR, str(exc)
+        else:
+            level, text = messages.SUCCESS, f"Request #{quota_request.pk} {DONE[action]}."
     if request.htmx:
         return _review_row_response(request, quota_request.pk, level, text, flavor_id)
     messages.add_message(request, level, text)

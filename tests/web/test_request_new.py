@@ -1,10 +1,12 @@
 from datetime import timedelta
 
 import pytest
+from django import forms
 from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
+from gpu_requests.forms import QuotaRequestForm
 from gpu_requests.models import QuotaRequest
 from tests.factories import FlavorFactory, next_week
 
@@ -175,3 +177,10 @@ class TestLiveValidation:
         response = self.post(login(alice), {"team": data["team"], "gpus": "2"})
         assert b"This field is required" not in response.content
         assert b"to see the cost" in response.content
+
+
+def test_it_shows_errors_raised_by_submit_as_field_errors(login, alice, data, monkeypatch):
+    # As if the form's check had passed and things changed before submit() ran.
+    monkeypatch.setattr(QuotaRequestForm, "clean", forms.Form.clean)
+    data["gpus"] = "0"
+    assert_field_error(login(alice).post(URL, data), "gpus", "Ask for at least 1 GPU.")

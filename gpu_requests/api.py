@@ -13,6 +13,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -68,10 +69,16 @@ ERROR_409 = OpenApiResponse(
 )
 
 
+class Pagination(LimitOffsetPagination):
+    # Also keeps ?limit= within PostgreSQL's bigint: unbounded, a huge one was a 500.
+    max_limit = 1000
+
+
 class APIViewSetMixin:
     # Token first: its WWW-Authenticate header makes DRF answer anonymous
     # callers 401 rather than 403, whichever scheme they meant to use.
     authentication_classes = [TokenAuthentication, SessionAuthentication]
+    pagination_class = Pagination
 
 
 class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):

@@ -95,6 +95,13 @@ def test_it_paginates(alice, requests):
     assert "offset=1" in body["next"]
 
 
+@pytest.mark.parametrize("params", [{"limit": "9" * 25}, {"offset": "9" * 25}, {"limit": "-1"}])
+def test_it_survives_absurd_pages(alice, requests, params):
+    response = client_for(alice).get(URL, params)
+    assert response.status_code == 200
+    assert len(response.json()["results"]) <= 2
+
+
 def test_it_shows_a_request_with_its_history(alice, requests):
     response = client_for(alice).get(f"{URL}{requests['second'].pk}/")
     assert response.status_code == 200

@@ -32,15 +32,23 @@ class KubeSim:
 
     @classmethod
     def from_cluster_file(
-        cls, path: str | None = None, *, speed: float = 1.0, state: str | None = None
+        cls,
+        path: str | None = None,
+        *,
+        speed: float = 1.0,
+        state: str | None = None,
+        control_plane: bool = True,
     ):
         """A simulator with the cluster described in `path` (default: the demo cluster)
-        installed by kubesim.control, and the saved state loaded when given."""
+        installed by kubesim.control, and the saved state loaded when given.
+
+        control_plane=False gives a bare API server (no nodes, controllers or quota
+        admission): what the API tests use so nothing writes behind their back."""
         sim = cls(speed=speed)
         if state and os.path.exists(state):
             with open(state) as handle:
                 sim.store.load(json.load(handle))
-        control = _control_module()
+        control = _control_module() if control_plane else None
         if control is not None:
             control.install(sim, path or DEFAULT_CLUSTER)
         return sim

@@ -198,9 +198,10 @@ class UnsupportedMediaType(ApiError):
     code = 415
     reason = "UnsupportedMediaType"
 
-    def __init__(self, content_type: str):
+    def __init__(self, content_type: str, accepted: str = "application/json, application/yaml"):
         super().__init__(
-            f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type!r})"
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"{accepted} (got {content_type})"
         )
 
 

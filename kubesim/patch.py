@@ -94,11 +94,7 @@ def strategic_merge(original, patch):
 
 def _strip_directives(value):
     if isinstance(value, dict):
-        return {
-            k: _strip_directives(v)
-            for k, v in value.items()
-            if not k.startswith("$") and not (k == "$patch")
-        }
+        return {k: _strip_directives(v) for k, v in value.items() if not k.startswith("$")}
     if isinstance(value, list):
         return [_strip_directives(v) for v in value if not (isinstance(v, dict) and "$patch" in v)]
     return value
@@ -151,10 +147,7 @@ def _pointer(path: str) -> list[str]:
 
 def _resolve(doc, parts):
     for part in parts:
-        if isinstance(doc, list):
-            doc = doc[int(part)]
-        else:
-            doc = doc[part]
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
     return doc
 
 

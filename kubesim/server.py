@@ -4,6 +4,7 @@ Plain HTTP/1.1 with keep-alive on a ThreadingHTTPServer: each connection gets a
 thread, which is plenty for tests and the benchmark's handful of clients.
 """
 
+import contextlib
 import json
 import socket
 import sys
@@ -54,6 +55,15 @@ PATCH_TYPES = {
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
+NAMESPACE_MISMATCH = (
+    "the namespace of the provided object does not match the namespace sent on the request"
+)
+
+
+def _name_mismatch(body_name, url_name) -> str:
+    return f"the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+
+
 class DroppedConnection(Exception):
     pass
 
@@ -69,8 +79,12 @@ class KubeSimServer(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_version = "kubesim"
-    sys_version = ""
+    # Headers and body go out in separate writes; without TCP_NODELAY, Nagle plus the
+    # client's delayed ACK adds ~40 ms to every keep-alive request.
+    disable_nagle_algorithm = True
+
+    def version_string(self) -> str:
+        return "kubesim"
 
     def log_message(self, format, *args):
         pass  # the request log at /_sim/requests replaces the access log
@@ -126,10 +140,8 @@ class Handler(BaseHTTPRequestHandler):
         except DroppedConnection:
             self._entry["status"] = 0
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         except ApiError as error:
             self._send_json(error.code, error.to_status(), headers=error.headers)
         except (BrokenPipeError, ConnectionResetError):
@@ -150,6 +162,9 @@ class Handler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0]
         if not self._raw_body:
             return None
+        if "protobuf" in content_type or "cbor" in content_type:
+            # client-go retries such a request as JSON when told 415.
+            raise UnsupportedMediaType(content_type)
         try:
             if content_type.endswith("yaml"):
                 return yaml.safe_load(self._raw_body)
@@ -232,7 +247,13 @@ class Handler(BaseHTTPRequestHandler):
         self._resource_request(method, path, query)
 
     def _discovery(self, path: str) -> bool:
-        if path == "/version":
+        if path.startswith("/openapi/v3"):
+            self._entry["verb"] = "get"
+            document = _openapi_v3(path[len("/openapi/v3") :].strip("/"))
+            if document is None:
+                raise NotFound(message="the server could not find the requested resource")
+            self._send_json(200, document)
+        elif path == "/version":
             self._entry["verb"] = "get"
             self._send_json(200, KUBERNETES_VERSION)
         elif path == "/api":
@@ -448,13 +469,9 @@ class Handler(BaseHTTPRequestHandler):
                 f"API version ({rtype.api_version})"
             )
         if rtype.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
-            raise BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request"
-            )
+            raise BadRequest(NAMESPACE_MISMATCH)
         if name is not None and meta.get("name") != name:
-            raise BadRequest(
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
-            )
+            raise BadRequest(_name_mismatch(meta.get("name"), name))
         check_structure(rtype, body, strict=query.get("fieldValidation") == "Strict")
         return body
 
@@ -462,7 +479,9 @@ class Handler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         patch_type = PATCH_TYPES.get(content_type)
         if patch_type is None:
-            raise UnsupportedMediaType(content_type)
+            raise UnsupportedMediaType(
+                content_type, ", ".join(t for t in PATCH_TYPES if PATCH_TYPES[t])
+            )
         body = self._body()
         store = self.sim.store
         if patch_type == "apply":
@@ -470,13 +489,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise BadRequest("apply patches must be objects")
             meta = body.get("metadata") or {}
             if meta.get("name") not in (None, name):
-                raise BadRequest(
-                    f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
-                )
+                raise BadRequest(_name_mismatch(meta.get("name"), name))
             if rtype.namespaced and meta.get("namespace") not in (None, namespace):
-                raise BadRequest(
-                    "the namespace of the provided object does not match the namespace sent on the request"
-                )
+                raise BadRequest(NAMESPACE_MISMATCH)
             if body.get("apiVersion") != rtype.api_version or body.get("kind") != rtype.kind:
                 raise BadRequest(
                     f"invalid object type: {body.get('apiVersion')}, Kind={body.get('kind')}"
@@ -615,4 +630,54 @@ def _resource_list(group_version: str) -> dict:
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": resources,
+    }
+
+
+def _openapi_v3(group_version_path: str) -> dict | None:
+    """Just enough OpenAPI v3 for kubectl: the root listing, and per group-version the
+    PATCH operations with their query parameters, from which kubectl learns that the
+    server does field validation and dry runs (it then skips client-side validation,
+    which would need the full schemas). Strategic merge keys come from kubectl's own
+    built-in types, so no component schemas are served."""
+    versions = group_versions()
+    if not group_version_path:
+        return {
+            "paths": {
+                ("api/v1" if gv == "v1" else f"apis/{gv}"): {
+                    "serverRelativeURL": f"/openapi/v3/{'api/v1' if gv == 'v1' else 'apis/' + gv}"
+                    "?hash=kubesim"
+                }
+                for gv in versions
+            }
+        }
+    if group_version_path == "api/v1":
+        group_version = "v1"
+    elif group_version_path.startswith("apis/"):
+        group_version = group_version_path[5:]
+    else:
+        return None
+    if group_version not in versions:
+        return None
+    parameters = [
+        {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+        for name in ("dryRun", "fieldManager", "fieldValidation", "force")
+    ]
+    paths = {}
+    for rtype in versions[group_version]:
+        gvk = {"group": rtype.group, "version": rtype.version, "kind": rtype.kind}
+        template = rtype.path("{namespace}" if rtype.namespaced else None, "{name}")
+        paths[template] = {
+            "patch": {
+                "operationId": f"patch{rtype.kind}",
+                "parameters": parameters,
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+                "responses": {"200": {"description": "OK"}},
+            }
+        }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.37.0-kubesim"},
+        "paths": paths,
+        "components": {"schemas": {}},
     }

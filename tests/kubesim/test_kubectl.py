@@ -1,0 +1,135 @@
+"""Real kubectl against kubesim (the demo cluster with its control plane running)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+pytestmark = pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl wheel not installed")
+
+JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: hello
+  namespace: default
+  labels: {app: hello}
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox:1.36
+        command: ["echo", "hi"]
+"""
+QUOTA = """\
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: gpu, namespace: default}
+spec:
+  hard: {requests.nvidia.com/gpu: "%s"}
+"""
+
+
+@pytest.fixture
+def kubectl(kubesim_cluster, tmp_path):
+    def run(*args, stdin=None, check=True):
+        result = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", kubesim_cluster.kubeconfig_path, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    return run
+
+
+def test_get_namespaces_and_nodes_print_like_a_cluster(kubectl):
+    out = kubectl("get", "namespaces").stdout
+    assert out.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+    assert ["kube-system", "Active"] in [line.split()[:2] for line in out.splitlines()]
+    nodes = kubectl("get", "nodes").stdout.splitlines()
+    assert nodes[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert len(nodes) > 1 and "Ready" in nodes[1]
+
+
+def test_apply_get_describe_delete_a_job(kubectl):
+    assert kubectl("apply", "-f", "-", stdin=JOB).stdout.strip() == "job.batch/hello created"
+    assert kubectl("apply", "-f", "-", stdin=JOB).stdout.strip() == "job.batch/hello unchanged"
+    changed = JOB.replace("{app: hello}", "{app: hello, team: a}")
+    assert kubectl("apply", "-f", "-", stdin=changed).stdout.strip() == "job.batch/hello configured"
+
+    table = kubectl("get", "jobs").stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert table[1].split()[:3] == ["hello", "Suspended", "0/1"]
+
+    job = yaml.safe_load(kubectl("get", "job", "hello", "-o", "yaml").stdout)
+    assert job["metadata"]["labels"] == {"app": "hello", "team": "a"}
+    assert "kubectl.kubernetes.io/last-applied-configuration" in job["metadata"]["annotations"]
+    assert job["spec"]["backoffLimit"] == 6
+
+    described = kubectl("describe", "job", "hello").stdout
+    assert "Name:             hello" in described
+    assert "Completion Mode:  NonIndexed" in described
+
+    assert "deleted" in kubectl("delete", "job", "hello").stdout
+    missing = kubectl("get", "job", "hello", check=False)
+    assert missing.returncode == 1
+    assert 'Error from server (NotFound): jobs.batch "hello" not found' in missing.stderr
+
+
+def test_server_side_apply_and_conflicts(kubectl):
+    assert (
+        "serverside-applied" in kubectl("apply", "--server-side", "-f", "-", stdin=QUOTA % 4).stdout
+    )
+    conflict = kubectl(
+        "apply", "--server-side", "--field-manager=ops", "-f", "-", stdin=QUOTA % 8, check=False
+    )
+    assert conflict.returncode == 1
+    assert 'conflict with "kubectl"' in conflict.stderr
+    kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=ops",
+        "--force-conflicts",
+        "-f",
+        "-",
+        stdin=QUOTA % 8,
+    )
+    quota = yaml.safe_load(kubectl("get", "quota", "gpu", "-o", "yaml").stdout)
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "8"}
+
+
+def test_invalid_manifest_is_rejected_like_a_real_server(kubectl):
+    bad = JOB.replace("restartPolicy: Never", "restartPolicy: Always")
+    result = kubectl("apply", "-f", "-", stdin=bad, check=False)
+    assert result.returncode == 1
+    assert 'The Job "hello" is invalid' in result.stderr
+    assert 'spec.template.spec.restartPolicy: Unsupported value: "Always"' in result.stderr
+
+
+def test_create_from_file_and_delete_namespace(kubectl):
+    kubectl(
+        "create", "-f", "-", stdin="apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n"
+    )
+    kubectl(
+        "apply",
+        "-n",
+        "team-a",
+        "-f",
+        "-",
+        stdin=JOB.replace("namespace: default", "namespace: team-a"),
+    )
+    assert "hello" in kubectl("get", "jobs", "-A").stdout
+    kubectl("delete", "namespace", "team-a")
+    assert "team-a" not in kubectl("get", "namespaces").stdout
+    assert "No resources found" in kubectl("get", "jobs", "-A").stderr

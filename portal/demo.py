@@ -26,7 +26,8 @@ def manage(*args, **env):
 
 
 def main():
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport wants its folders to exist.
+    (VAR_DIR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
     manage("migrate", "--noinput", "-v0")

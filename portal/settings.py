@@ -7,6 +7,7 @@ message that names it.
 """
 
 import os
+import tempfile
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -72,6 +73,10 @@ def env_database(name, default):
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Concurrent web, worker and beat processes share the demo's file.
         config["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+        # Tests that start a real Celery worker need a test database the worker
+        # can open too: a file, not SQLite's default in-memory one.
+        test_name = f"portal-test-{os.getpid()}.sqlite3"
+        config["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), test_name)}
     return config
 
 

@@ -1,0 +1,252 @@
+"""Fixtures for provisioning: a kubesim over HTTP, real Redis, real Celery workers.
+
+A test needing Redis skips when there is none, but fails under CI=true.
+Workers are separate processes, so tests that use them commit their rows
+(`transactional_db`) and point the workers at the same test database.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from django.db import connection
+
+from gpu_requests.models import Flavor
+from kubesim.testing import running_kubesim
+from provisioning import kube
+from provisioning.models import TeamSync
+
+ROOT = Path(__file__).resolve().parents[2]
+# A Redis database of its own, so leftovers of other suites never reach our workers.
+REDIS_DB = 13
+
+# The demo cluster's GPU pools, as flavors select them (kubesim/clusters/demo.yaml).
+DEMO_FLAVORS = {
+    "h100": ("NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu", 16),
+    "a100": ("NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu", 16),
+    "l4": ("NVIDIA-L4", "nvidia.com/gpu", 24),
+    "t4": ("Tesla-T4", "nvidia.com/gpu", 8),
+    "a100-3g": ("NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 14),
+    "a100-1g": ("NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-1g.10gb", 28),
+}
+
+
+def wait_for(condition, *, timeout=20.0, interval=0.1, every=None):
+    """Poll until `condition()` is truthy; call `every()` between polls (a beat tick)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not true after {timeout}s: {condition}")
+        if every is not None:
+            every()
+        time.sleep(interval)
+
+
+class Sim:
+    """kubesim's admin API (/_sim/), as the tests use it."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.url = sim.url
+        self.kubeconfig = sim.kubeconfig_path
+
+    def _call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read() or b"{}")
+
+    def requests(self):
+        """The Kubernetes API requests kubesim served (its own /_sim/ calls left out)."""
+        items = self._call("GET", "/_sim/requests")["items"]
+        return [r for r in items if not r["path"].startswith("/_sim/")]
+
+    def writes(self):
+        return [r for r in self.requests() if r["method"] in ("POST", "PUT", "PATCH", "DELETE")]
+
+    def clear_requests(self):
+        self._call("DELETE", "/_sim/requests")
+
+    def faults(self, **config):
+        return self._call("PUT", "/_sim/faults", config)
+
+    def clear_faults(self):
+        return self._call("DELETE", "/_sim/faults")
+
+
+@pytest.fixture
+def kubesim(settings):
+    with running_kubesim() as sim:
+        settings.PORTAL_KUBECONFIG = sim.kubeconfig_path
+        settings.PORTAL_KUBE_CONTEXT = None
+        kube.reset()
+        yield Sim(sim)
+        kube.reset()
+
+
+@pytest.fixture
+def cluster(kubesim):
+    """A client of the kubesim, for looking at (and tampering with) the cluster."""
+    return kube.cluster()
+
+
+@pytest.fixture
+def demo_flavors(db):
+    flavors = {}
+    for slug, (product, resource, capacity) in DEMO_FLAVORS.items():
+        flavors[slug] = Flavor.objects.create(
+            slug=slug,
+            name=slug.upper(),
+            gpu_model=product,
+            memory_gb=80,
+            resource_name=resource,
+            node_selector={"nvidia.com/gpu.product": product},
+            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            capacity=capacity,
+            price_per_gpu_hour=Decimal("2.0000"),
+        )
+    return flavors
+
+
+# --- Redis and workers ---
+
+
+def _redis_url():
+    base = os.environ.get("CELERY_BROKER_URL", "")
+    parts = urlsplit(base if base.startswith("redis://") else "redis://127.0.0.1:6379/0")
+    return f"redis://{parts.netloc}/{REDIS_DB}"
+
+
+@pytest.fixture
+def redis_url():
+    url = _redis_url()
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        client.flushdb()
+    except redis.RedisError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Redis is required under CI=true: {url}: {exc}")
+        pytest.skip(f"no Redis at {url}: {exc}")
+    yield url
+    client.flushdb()
+
+
+def _database_url():
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}{port}/{db['NAME']}"
+
+
+class Workers:
+    """Celery worker processes (solo pool), started and killed by the test."""
+
+    def __init__(self, env, log_dir):
+        self.env = env
+        self.log_dir = log_dir
+        self.processes = []
+
+    def start(self, name="w1", **extra_env):
+        log_path = self.log_dir / f"{name}-{len(self.processes)}.log"
+        log = open(log_path, "w")  # noqa: SIM115 (closed with the process)
+        command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo"]
+        command += [f"--hostname={name}@%h", "--without-gossip", "--without-mingle"]
+        command += ["--without-heartbeat", "--loglevel=INFO"]
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**self.env, **extra_env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        process.log_path, process.log_file = log_path, log
+        self.processes.append(process)
+        wait_for(lambda: "ready." in log_path.read_text() or process.poll() is not None, timeout=30)
+        if process.poll() is not None:
+            raise AssertionError(f"worker {name} died:\n{log_path.read_text()}")
+        return process
+
+    def kill(self, process, sig=signal.SIGKILL):
+        process.send_signal(sig)
+        process.wait(timeout=10)
+
+    def stop_all(self):
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            process.log_file.close()
+
+    def logs(self):
+        return "\n".join(p.log_path.read_text() for p in self.processes)
+
+
+def _use_broker(app, url):
+    """Point this process's producers at another broker (they are cached)."""
+    app._pool = None
+    app.amqp._producer_pool = None
+    app.conf.broker_url = url
+
+
+@pytest.fixture
+def workers(transactional_db, kubesim, redis_url, tmp_path, settings):
+    """A worker factory; the test's own process queues to the same Redis."""
+    from portal.celery import app
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "DATABASE_URL": _database_url(),
+        "CELERY_BROKER_URL": redis_url,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "PORTAL_KUBECONFIG": kubesim.kubeconfig,
+        "PORTAL_SYNC_LEASE": "3",
+        "PORTAL_KUBE_TIMEOUT": "5",
+        "PYTHONUNBUFFERED": "1",
+    }
+    settings.PORTAL_SYNC_LEASE = 3
+    previous = app.conf.broker_url
+    _use_broker(app, redis_url)
+    pool = Workers(env, tmp_path)
+    yield pool
+    pool.stop_all()
+    _use_broker(app, previous)
+    if os.environ.get("PROVISIONING_SHOW_WORKER_LOGS"):
+        print(pool.logs())
+
+
+@pytest.fixture
+def eager(settings):
+    """Queue nothing: run sync tasks inline (tests without a worker process)."""
+    from portal.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = previous
+
+
+def sync_of(team):
+    return TeamSync.objects.get(team=team)

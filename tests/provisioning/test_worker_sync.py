@@ -1,0 +1,172 @@
+"""Provisioning end to end: real Celery workers, real Redis, kubesim over HTTP."""
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import AuditEvent
+from provisioning import actions
+from provisioning.models import TeamSync
+from tests.factories import TeamFactory, UserFactory, add_member, make_reviewer, submit
+from tests.provisioning.conftest import wait_for
+
+pytestmark = pytest.mark.celery
+
+KINDS = ["Namespace", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy"]
+
+
+def hard(cluster, namespace):
+    quota = cluster.get("ResourceQuota", "gpu-quota", namespace)
+    return None if quota is None else quota["spec"]["hard"]
+
+
+def in_sync(*teams):
+    return TeamSync.objects.filter(team__in=teams, status=TeamSync.Status.IN_SYNC).filter(
+        generation__lte=models_F("synced_generation")
+    ).count() == len(teams)
+
+
+def models_F(name):
+    from django.db.models import F
+
+    return F(name)
+
+
+def approve_now(team, flavor, gpus=4, hours=24):
+    admin = make_reviewer("admin")
+    member = add_member(team, UserFactory(username=f"{team.slug}-member"))
+    quota_request = submit(team, flavor, member, gpus=gpus, starts_at=timezone.now(), hours=hours)
+    return quota_actions.approve(quota_request, by=admin)
+
+
+def test_approval_provisions_every_object_within_seconds(workers, cluster, demo_flavors):
+    workers.start()
+    vision = TeamFactory(slug="vision")
+    approve_now(vision, demo_flavors["h100"], gpus=4)
+
+    wait_for(lambda: in_sync(vision), timeout=10)
+    assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "4"}
+    namespace = cluster.get("Namespace", "vision")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert cluster.get("LimitRange", "gpu-portal-defaults", "vision") is not None
+    binding = cluster.get("RoleBinding", "gpu-portal-team", "vision")
+    assert binding["subjects"][0]["name"] == "gpu-team-vision"
+    assert binding["roleRef"]["name"] == "edit"
+    assert cluster.get("NetworkPolicy", "gpu-portal-default-deny-ingress", "vision") is not None
+
+
+def test_activation_and_expiry_change_the_cap(workers, cluster, demo_flavors):
+    workers.start()
+    vision = TeamFactory(slug="vision")
+    admin = make_reviewer("admin")
+    alice = add_member(vision, UserFactory(username="alice"))
+    tomorrow = timezone.now().replace(microsecond=0) + timedelta(days=1)
+    quota_request = submit(vision, demo_flavors["h100"], alice, gpus=3, starts_at=tomorrow, hours=2)
+    quota_actions.approve(quota_request, by=admin)
+    # Approved but not started: the namespace exists and the cap is an explicit zero.
+    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "0"})
+
+    with time_machine.travel(tomorrow + timedelta(minutes=1), tick=False):
+        assert quota_actions.advance_lifecycle() == {"activated": 1, "expired": 0}
+    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "3"})
+
+    with time_machine.travel(tomorrow + timedelta(hours=2), tick=False):
+        assert quota_actions.advance_lifecycle() == {"activated": 0, "expired": 1}
+    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "0"})
+
+
+def test_a_second_sync_writes_nothing(workers, kubesim, cluster, demo_flavors):
+    workers.start()
+    vision = TeamFactory(slug="vision")
+    approve_now(vision, demo_flavors["h100"])
+    wait_for(lambda: in_sync(vision))
+    kubesim.clear_requests()
+
+    assert actions.sync_team(vision.pk, force=True) == 0
+    actions.sweep()
+    actions.check_drift()
+    wait_for(lambda: in_sync(vision))
+
+    assert kubesim.writes() == []
+    assert {r["method"] for r in kubesim.requests()} == {"GET"}
+
+
+def test_every_team_converges_with_30_percent_of_calls_failing(
+    workers, kubesim, cluster, demo_flavors
+):
+    workers.start("w1")
+    workers.start("w2")
+    kubesim.faults(error_rate=0.3, statuses=[500, 503, 429], retry_after=1)
+    teams = [TeamFactory(slug=f"team-{n}") for n in range(8)]
+    for n, team in enumerate(teams):
+        approve_now(team, demo_flavors["l4"], gpus=1 + n % 3)
+
+    wait_for(lambda: in_sync(*teams), timeout=60, interval=0.5, every=actions.sweep)
+
+    kubesim.clear_faults()
+    for n, team in enumerate(teams):
+        assert hard(cluster, team.slug) == {"requests.nvidia.com/gpu": str(1 + n % 3)}
+    failed = [r for r in kubesim.requests() if r["status"] in (500, 503, 429)]
+    assert failed, "the faults were injected"
+
+
+def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
+    workers, kubesim, cluster, demo_flavors
+):
+    first = workers.start("w1")
+    vision = TeamFactory(slug="vision")
+    # Every API call takes 0.7 s: the sync is still going when the worker dies.
+    kubesim.faults(latency_ms=700)
+    approve_now(vision, demo_flavors["h100"], gpus=2)
+    wait_for(lambda: any("/vision" in r["path"] for r in kubesim.requests()), timeout=10)
+    time_machine_free_sleep(1.0)
+    workers.kill(first)
+    assert not in_sync(vision)
+
+    kubesim.clear_faults()
+    workers.start("w2")
+    # The dead worker's claim runs out (lease 3 s); the sweep queues the team again.
+    wait_for(lambda: in_sync(vision), timeout=30, interval=0.3, every=actions.sweep)
+
+    for kind in KINDS:
+        found = cluster.list(kind, label_selector="gpu-portal.io/team=vision")
+        assert len(found) == 1, kind
+    assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "2"}
+
+
+def time_machine_free_sleep(seconds):
+    import time
+
+    time.sleep(seconds)
+
+
+def test_drift_is_repaired_and_recorded(workers, kubesim, cluster, demo_flavors):
+    workers.start()
+    vision = TeamFactory(slug="vision")
+    approve_now(vision, demo_flavors["h100"], gpus=4)
+    wait_for(lambda: in_sync(vision))
+
+    # Someone runs `kubectl edit resourcequota` and deletes the network policy.
+    cluster.call(
+        "PATCH",
+        cluster.path("ResourceQuota", "gpu-quota", "vision"),
+        body={"spec": {"hard": {"requests.nvidia.com/gpu": "64"}}},
+        content_type="application/merge-patch+json",
+    )
+    cluster.delete("NetworkPolicy", "gpu-portal-default-deny-ingress", "vision")
+
+    assert actions.check_drift() == [vision.pk]
+    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "4"})
+    wait_for(lambda: cluster.get("NetworkPolicy", "gpu-portal-default-deny-ingress", "vision"))
+    wait_for(lambda: in_sync(vision))
+    reasons = list(
+        AuditEvent.objects.filter(team=vision, action="drift_repaired").values_list(
+            "reason", flat=True
+        )
+    )
+    assert "ResourceQuota gpu-quota was changed outside the portal " in reasons[0]
+    assert "requests.nvidia.com/gpu: 64 -> 4" in reasons[0]
+    assert any("NetworkPolicy" in r and "deleted" in r for r in reasons)

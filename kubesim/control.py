@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 TICK = 0.1  # seconds of real time between syncs
 FULL_RESYNC = 2.0  # real seconds between full scheduler retries of pending pods
-CREATE_BACKOFF = (0.5, 2.0)  # real seconds: first and longest wait after a FailedCreate
+CREATE_BACKOFF = (0.5, 10.0)  # real seconds: first and longest wait after a FailedCreate
 DEFAULT_CLUSTER = Path(__file__).parent / "clusters" / "demo.yaml"
 SMALL_CLUSTER = str(Path(__file__).parent / "clusters" / "small.yaml")
 
@@ -52,6 +52,8 @@ class ControlPlane:
         self._schedule_all = True
         self._last_full_schedule = 0.0
         self._create_backoff: dict[str, tuple[float, float]] = {}  # job uid -> (until, wait)
+        # Namespaces where a quota changed or a pod ended: blocked Jobs retry at once.
+        self._room_namespaces: set[str] = set()
         self._events: dict[tuple, str] = {}  # (uid, type, reason, message) -> event name
         self._event_ids = itertools.count(1)
         self._random = random.Random()
@@ -88,8 +90,11 @@ class ControlPlane:
         namespace = obj["metadata"].get("namespace")
         if resource in ("pods", "resourcequotas", "jobs") and namespace:
             self._dirty_namespaces.add(namespace)
-        if resource == "nodes" or (resource == "pods" and _frees_resources(event_type, obj)):
+        frees = resource == "pods" and _frees_resources(event_type, obj)
+        if resource == "nodes" or frees:
             self._schedule_all = True
+        if namespace and (frees or resource == "resourcequotas"):
+            self._room_namespaces.add(namespace)
         if resource in ("pods", "jobs", "nodes"):
             self._wake.set()
 
@@ -188,7 +193,11 @@ class ControlPlane:
                 if ref.get("controller") and ref.get("kind") == "Job":
                     by_owner.setdefault(ref["uid"], []).append(pod)
         now = self.clock.now()
+        with self.store.lock:
+            room, self._room_namespaces = self._room_namespaces, set()
         for job in jobs_list:
+            if job["metadata"]["namespace"] in room:
+                self._create_backoff.pop(job["metadata"]["uid"], None)
             try:
                 self._sync_job(job, by_owner.get(job["metadata"]["uid"], []), now)
             except ApiError as error:
@@ -426,11 +435,13 @@ class ControlPlane:
         return self._write_status("pods", {**pod, "status": status})
 
     def event(self, obj: dict, kind: str, reason: str, message: str, component=None) -> None:
-        """Record an Event on `obj`; a repeat of the same event bumps its count, as the
-        apiserver's event aggregation does."""
+        """Record an Event on `obj`; a repeat of the same event bumps its count, as
+        client-go's event correlator does. Repeated warnings (FailedCreate names a new
+        pod each time) fold into one event carrying the latest message, so a Job
+        blocked by quota for hours keeps one event, not thousands."""
         meta = obj["metadata"]
         component = component or "job-controller"
-        key = (meta["uid"], kind, reason, message)
+        key = (meta["uid"], kind, reason, message if kind == "Normal" else "")
         stamp = self.clock.timestamp()
         namespace = meta.get("namespace") or "default"
         try:
@@ -440,6 +451,7 @@ class ControlPlane:
                     existing = self.store.get("events", namespace, name)
                     existing["count"] = existing.get("count", 1) + 1
                     existing["lastTimestamp"] = stamp
+                    existing["message"] = message
                     self.store.update("events", namespace, existing)
                     return
                 except NotFound:

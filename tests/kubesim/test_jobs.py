@@ -32,6 +32,10 @@ def events_of(k, ns, name):
     return [e for e in items if e.involved_object.name == name]
 
 
+def failed_creates(k, ns):
+    return [e for e in events_of(k, ns, "blocked") if e.reason == "FailedCreate"]
+
+
 def running(k, ns, name, count=1):
     return wait_for(
         lambda: len([p for p in pods_of(k, ns, name) if p.status.phase == "Running"]) == count
@@ -215,6 +219,9 @@ def test_quota_blocks_pods_with_a_failed_create_event_then_retries(k):
         "is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1, "
         "used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=0"
     )
+    # Retries fold into the one event instead of piling up new ones.
+    wait_for(lambda: failed_creates(k, ns)[0].count >= 2)
+    assert len(failed_creates(k, ns)) == 1
     blocked = read(k, ns, "blocked")
     assert blocked.status.active == 0
     assert blocked.status.start_time is not None  # set even though no pod could start

@@ -355,13 +355,29 @@ class ControlPlane:
                         nodes = {n["metadata"]["name"]: n for n in self.store.list_refs("nodes")[0]}
                     node = nodes.get(spec["nodeName"])
                     if node:
-                        self._start_pod(pod, node, now)
+                        on_node = [
+                            p
+                            for p in pods
+                            if p["spec"].get("nodeName") == spec["nodeName"]
+                            and p is not pod
+                            and scheduler.is_active(p)
+                        ]
+                        self._start_pod(pod, node, now, on_node)
                 elif phase == "Running":
                     self._advance_pod(pod, now)
             except ApiError as error:
                 log.debug("kubelet on %s: %s", pod["metadata"]["name"], error)
 
-    def _start_pod(self, pod: dict, node: dict, now) -> None:
+    def _start_pod(self, pod: dict, node: dict, now, pods_on_node: list[dict]) -> None:
+        if not scheduler.held_device_keys(pod):
+            # Pods created with spec.nodeName skip the scheduler: the device plugin
+            # still hands them GPUs.
+            devices = scheduler.assign_devices(pod, node, pods_on_node)
+            if devices:
+                pod = _copy(pod)
+                annotations = pod["metadata"].setdefault("annotations", {})
+                annotations[scheduler.DEVICES_ANNOTATION] = ",".join(d.key for d in devices)
+                pod = self.store.update("pods", pod["metadata"]["namespace"], pod)
         status = kubelet.running_status(pod, node, now)
         self._write_status("pods", {**pod, "status": status})
         for container in pod["spec"].get("containers") or []:

@@ -115,3 +115,12 @@ def test_xid_errors_hold_the_last_code(k):
         assert values == [79, 79]
     finally:
         k.core.patch_node("gpu-h100-0", {"metadata": {"annotations": {"kubesim.io/xid": None}}})
+
+
+def test_pods_bound_by_node_name_still_get_devices(k):
+    ns = k.namespace()
+    k.core.create_namespaced_pod(ns, pod("pinned", 1, node_name="gpu-h100-0"))
+    wait_for(lambda: k.core.read_namespaced_pod("pinned", ns).status.phase == "Running")
+    _, samples = scrape(k)
+    ((labels, _),) = series(samples, "DCGM_FI_DEV_GPU_UTIL", pod="pinned")
+    assert labels["Hostname"] == "gpu-h100-0"

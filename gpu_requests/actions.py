@@ -7,6 +7,7 @@ Views, the API, the Django admin and Celery tasks all call these.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -28,6 +29,10 @@ Status = QuotaRequest.Status
 # A request may start this far in the past: "now" typed into a form is a
 # few seconds old by the time it is submitted.
 START_GRACE = timedelta(minutes=5)
+# Quota is planned a year ahead at most, for a year at most: longer holds are
+# asked for again, which keeps every estimate within the cost column.
+MAX_LEAD = MAX_PERIOD = timedelta(days=366)
+MAX_COST = Decimal(10) ** 12  # QuotaRequest.estimated_cost holds 12 digits before the point
 
 
 class ActionError(Exception):
@@ -146,8 +151,12 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
     if starts_at is not None:
         if starts_at < now - START_GRACE:
             errors["starts_at"] = ["The start is in the past."]
+        elif starts_at > now + MAX_LEAD:
+            errors["starts_at"] = ["The start must be within a year from now."]
         if ends_at is not None and ends_at <= starts_at:
             errors["ends_at"] = ["The end must be after the start."]
+        elif ends_at is not None and ends_at - starts_at > MAX_PERIOD:
+            errors["ends_at"] = ["A request covers at most 366 days; ask again to extend it."]
     if justification is not None and len(justification) > settings.QUOTA_MAX_JUSTIFICATION:
         errors["justification"] = [
             f"Keep the justification to {settings.QUOTA_MAX_JUSTIFICATION:,} characters."
@@ -168,6 +177,9 @@ def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
     )
     if errors:
         raise ValidationError(errors)
+    cost = estimate_cost(gpus, starts_at, ends_at, flavor.price_per_gpu_hour)
+    if cost is not None and cost >= MAX_COST:
+        raise ValidationError({"gpus": ["The estimated cost is too large; ask for less."]})
     quota_request = QuotaRequest.objects.create(
         team=team,
         flavor=flavor,
@@ -176,7 +188,7 @@ def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
         ends_at=ends_at,
         justification=justification,
         requested_by=by,
-        estimated_cost=estimate_cost(gpus, starts_at, ends_at, flavor.price_per_gpu_hour),
+        estimated_cost=cost,
     )
     _record(quota_request, action="submit", from_status="", to_status=Status.PENDING, actor=by)
     transaction.on_commit(lambda: emails.send_new_request(quota_request.pk))

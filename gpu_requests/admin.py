@@ -36,7 +36,8 @@ class AuditEventInline(admin.TabularInline):
     model = AuditEvent
     extra = 0
     can_delete = False
-    fields = readonly_fields = ["created_at", "actor", "action", "from_status", "to_status", "reason"]
+    fields = ["created_at", "actor", "action", "from_status", "to_status", "reason"]
+    readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):
         return False

@@ -1,4 +1,5 @@
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -55,3 +56,24 @@ def test_retired_flavors_cannot_be_requested(alice, vision):
 def test_justification_has_a_limit(alice, vision, h100):
     errors = errors_of(team=vision, flavor=h100, by=alice, reason="x" * 2001)
     assert errors == {"justification": ["Keep the justification to 2,000 characters."]}
+
+
+def test_a_request_covers_a_year_at_most(alice, vision, h100):
+    start = timezone.now() + timedelta(days=1)
+    errors = errors_of(
+        team=vision, flavor=h100, by=alice, starts_at=start, ends_at=start + timedelta(days=367)
+    )
+    assert errors == {"ends_at": ["A request covers at most 366 days; ask again to extend it."]}
+
+
+def test_quota_is_planned_a_year_ahead_at_most(alice, vision, h100):
+    errors = errors_of(
+        team=vision, flavor=h100, by=alice, starts_at=timezone.now() + timedelta(days=400)
+    )
+    assert errors == {"starts_at": ["The start must be within a year from now."]}
+
+
+def test_a_cost_too_large_to_store_is_refused(alice, vision):
+    huge = FlavorFactory(slug="huge", capacity=10**6, price_per_gpu_hour=Decimal("999999"))
+    errors = errors_of(team=vision, flavor=huge, by=alice, gpus=10**6, hours=24 * 300)
+    assert errors == {"gpus": ["The estimated cost is too large; ask for less."]}

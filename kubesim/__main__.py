@@ -17,9 +17,14 @@ def main(argv=None) -> int:
         "--speed", type=float, default=1.0, help="simulated seconds per real second"
     )
     parser.add_argument("--kubeconfig", help="write a kubeconfig for clients here")
+    parser.add_argument(
+        "--bare", action="store_true", help="API server only: no nodes, controllers or quota"
+    )
     args = parser.parse_args(argv)
 
-    sim = KubeSim.from_cluster_file(args.cluster, speed=args.speed, state=args.state)
+    sim = KubeSim.from_cluster_file(
+        args.cluster, speed=args.speed, state=args.state, control_plane=not args.bare
+    )
     # SIGTERM exits through the same path as Ctrl-C so the state gets saved.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     sim.start(args.port, args.host)

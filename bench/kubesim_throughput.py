@@ -1,0 +1,125 @@
+"""Raw request throughput of kubesim through the official client.
+
+Starts kubesim in a subprocess (so client and server don't share a GIL), then for
+1, 4 and 8 client threads measures creates, gets and lists of Jobs per second.
+
+    .venv/bin/python bench/kubesim_throughput.py [--requests 400] [--full]
+
+--full runs the demo cluster's control plane too (suspended Jobs, so it has little
+to do); the default is the bare API server.
+"""
+
+import argparse
+import re
+import subprocess
+import sys
+import threading
+import time
+
+from kubernetes import client
+
+
+def start_server(full: bool):
+    command = [sys.executable, "-m", "kubesim", "--port", "0"]
+    if not full:
+        command.append("--bare")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    match = re.search(r"http://[\d.]+:\d+", line)
+    if not match:
+        process.kill()
+        raise SystemExit(f"kubesim did not start: {line!r}")
+    return process, match.group(0)
+
+
+def job(name: str) -> dict:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"bench": "1"}},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.36"}],
+                }
+            },
+        },
+    }
+
+
+def run_phase(url: str, threads: int, total: int, work) -> float:
+    """Requests per second for `total` calls of work(batch_api, index) over `threads`."""
+    per_thread = total // threads
+    apis = []
+    for _ in range(threads):
+        configuration = client.Configuration()
+        configuration.host = url
+        apis.append(client.BatchV1Api(client.ApiClient(configuration)))
+    barrier = threading.Barrier(threads + 1)
+
+    def worker(number: int) -> None:
+        barrier.wait()
+        for i in range(per_thread):
+            work(apis[number], number * per_thread + i)
+
+    pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    return per_thread * threads / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=400, help="requests per phase")
+    parser.add_argument("--full", action="store_true", help="run the control plane too")
+    args = parser.parse_args()
+    process, url = start_server(args.full)
+    try:
+        configuration = client.Configuration()
+        configuration.host = url
+        core = client.CoreV1Api(client.ApiClient(configuration))
+        rows = []
+        for threads in (1, 4, 8):
+            namespace = f"bench-{threads}"
+            core.create_namespace({"metadata": {"name": namespace}})
+
+            def create(api, i, namespace=namespace):
+                api.create_namespaced_job(namespace, job(f"job-{i}"))
+
+            def get(api, i, namespace=namespace):
+                api.read_namespaced_job(f"job-{i}", namespace)
+
+            def list_some(api, i, namespace=namespace):
+                # A selective list, as a controller's sync does: 1 of N jobs matches.
+                api.list_namespaced_job(namespace, field_selector=f"metadata.name=job-{i}")
+
+            rows.append(
+                (
+                    threads,
+                    run_phase(url, threads, args.requests, create),
+                    run_phase(url, threads, args.requests, get),
+                    run_phase(url, threads, args.requests, list_some),
+                )
+            )
+        full_list = run_phase(url, 1, 100, lambda api, i: api.list_namespaced_job("bench-1"))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+    mode = "demo cluster + control plane" if args.full else "bare API server"
+    print(f"kubesim raw throughput ({mode}; {args.requests} requests per cell), requests/s")
+    print(f"{'threads':>8} {'create':>8} {'get':>8} {'list':>8}")
+    for threads, create_rate, get_rate, list_rate in rows:
+        print(f"{threads:>8} {create_rate:>8.0f} {get_rate:>8.0f} {list_rate:>8.0f}")
+    print(f"full list of {args.requests} jobs, 1 thread: {full_list:.0f}/s")
+
+
+if __name__ == "__main__":
+    main()

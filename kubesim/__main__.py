@@ -7,6 +7,10 @@ import sys
 from .app import DEFAULT_CLUSTER, KubeSim
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
     parser.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster file (YAML)")
@@ -26,7 +30,7 @@ def main(argv=None) -> int:
         args.cluster, speed=args.speed, state=args.state, control_plane=not args.bare
     )
     # SIGTERM exits through the same path as Ctrl-C so the state gets saved.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     sim.start(args.port, args.host)
     if args.kubeconfig:
         sim.write_kubeconfig(args.kubeconfig)

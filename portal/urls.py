@@ -8,5 +8,6 @@ urlpatterns = [
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("cluster/", include("provisioning.urls")),
     path("", include("gpu_requests.urls")),
 ]

@@ -204,7 +204,12 @@ class Workers:
 
 
 def _use_broker(app, url):
-    """Point this process's producers at another broker (they are cached)."""
+    """Point this process's producers at another broker (they are cached, and
+    Celery reads $CELERY_BROKER_URL before its own setting)."""
+    if url is None:
+        os.environ.pop("CELERY_BROKER_URL", None)
+    else:
+        os.environ["CELERY_BROKER_URL"] = url
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
@@ -227,7 +232,7 @@ def workers(transactional_db, kubesim, redis_url, tmp_path, settings):
         "PYTHONUNBUFFERED": "1",
     }
     settings.PORTAL_SYNC_LEASE = 3
-    previous = app.conf.broker_url
+    previous = os.environ.get("CELERY_BROKER_URL")
     _use_broker(app, redis_url)
     pool = Workers(env, tmp_path)
     yield pool

@@ -1,0 +1,174 @@
+"""Provisioning actions run in the test process against kubesim over HTTP."""
+
+import pytest
+from django.utils import timezone
+
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import AuditEvent, Membership, QuotaRequest
+from provisioning import actions, kube
+from provisioning.models import TeamSync
+from tests.factories import UserFactory, add_member, submit
+from tests.provisioning.conftest import sync_of
+
+
+@pytest.fixture(autouse=True)
+def queued(monkeypatch):
+    """Team ids queued for a sync: recorded here, run by the test (no worker)."""
+    ids = []
+    monkeypatch.setattr(actions, "enqueue", lambda team_ids: ids.extend(team_ids) or team_ids)
+    return ids
+
+
+@pytest.fixture
+def approve_now(django_capture_on_commit_callbacks, admin_user):
+    def approve(team, flavor, requester, gpus=4):
+        with django_capture_on_commit_callbacks(execute=True):
+            quota_request = submit(team, flavor, requester, gpus=gpus, starts_at=timezone.now())
+            return quota_actions.approve(quota_request, by=admin_user)
+
+    return approve
+
+
+@pytest.fixture
+def vision_quota(vision, alice, demo_flavors, cluster, approve_now):
+    """Vision holds 4 H100 and is in sync."""
+    approve_now(vision, demo_flavors["h100"], alice)
+    actions.sync_team(vision.pk)
+    return vision
+
+
+def test_a_transition_marks_the_team_pending_and_queues_it(
+    vision, alice, demo_flavors, approve_now, queued
+):
+    approve_now(vision, demo_flavors["h100"], alice)
+    sync = sync_of(vision)
+    assert sync.status == TeamSync.Status.PENDING
+    assert sync.generation > sync.synced_generation
+    assert set(queued) == {vision.pk}  # approved and activated: two marks, one team
+
+
+def test_the_sweep_queues_teams_whose_message_was_lost(
+    vision, alice, demo_flavors, approve_now, queued
+):
+    approve_now(vision, demo_flavors["h100"], alice)  # the broker lost this message
+    queued.clear()
+    actions.sweep()
+    assert queued == [vision.pk]
+
+
+def test_sync_creates_the_quota_summed_per_resource_name(
+    vision, alice, demo_flavors, cluster, approve_now
+):
+    # H100 and A100 share nvidia.com/gpu: one key caps their sum; MIG has its own.
+    for flavor, gpus in (("h100", 4), ("a100", 2), ("a100-1g", 7)):
+        approve_now(vision, demo_flavors[flavor], alice, gpus)
+    assert actions.sync_team(vision.pk) == 5
+    assert cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "6",
+        "requests.nvidia.com/mig-1g.10gb": "7",
+    }
+    assert sync_of(vision).status == TeamSync.Status.IN_SYNC
+
+
+def test_a_team_in_sync_is_not_synced_again(vision_quota, kubesim):
+    kubesim.clear_requests()
+    assert actions.sync_team(vision_quota.pk) == 0
+    assert kubesim.requests() == []
+
+
+def test_a_permanent_error_is_shown_with_the_servers_message_and_not_retried(
+    vision_quota, settings, admin_user, client, kubesim
+):
+    settings.PORTAL_RBAC_CLUSTER_ROLE = "admin"  # roleRef cannot change on a live binding
+    actions.mark_dirty(vision_quota.pk)
+    with pytest.raises(kube.PermanentClusterError):
+        actions.sync_team(vision_quota.pk)
+
+    sync = sync_of(vision_quota)
+    assert sync.status == TeamSync.Status.FAILING
+    assert sync.last_error_status == 422
+    assert "cannot change roleRef" in sync.last_error
+    assert AuditEvent.objects.filter(team=vision_quota, action="sync_failed").count() == 1
+    # The sweep does not queue a generation the cluster refused.
+    assert actions.sweep() == []
+
+    client.force_login(admin_user)
+    page = client.get("/cluster/")
+    assert page.status_code == 200
+    assert "cannot change roleRef" in page.content.decode()
+
+
+def test_a_transient_error_is_recorded_and_left_for_a_retry(vision, kubesim, cluster, settings):
+    settings.PORTAL_KUBE_RETRIES = 0
+    kube.reset()
+    actions.mark_dirty(vision.pk)
+    kubesim.faults(error_rate=1.0, statuses=[503])
+    with pytest.raises(kube.TransientClusterError):
+        actions.sync_team(vision.pk)
+    sync = sync_of(vision)
+    assert sync.status == TeamSync.Status.FAILING
+    assert sync.last_error_status == 503
+    assert sync.claimed_until is None  # released for the retry
+
+
+def test_a_claimed_team_is_left_to_its_holder(vision, kubesim):
+    actions.mark_dirty(vision.pk)
+    TeamSync.objects.filter(team=vision).update(
+        claimed_until=timezone.now() + timezone.timedelta(seconds=60), claim_token="other"
+    )
+    assert actions.sync_team(vision.pk) is None
+    assert kubesim.requests() == []
+
+
+def test_rbac_subjects_follow_membership_in_users_mode(vision_quota, alice, settings, cluster):
+    settings.PORTAL_RBAC_SUBJECTS = "users"
+
+    def subjects():
+        binding = cluster.get("RoleBinding", "gpu-portal-team", "vision")
+        return [s["name"] for s in binding["subjects"]]
+
+    assert actions.sweep() == [vision_quota.pk]  # the mode change alone changes the subjects
+    actions.sync_team(vision_quota.pk)
+    assert subjects() == ["oidc:alice"]
+
+    add_member(vision_quota, UserFactory(username="dave"))
+    assert actions.sweep() == [vision_quota.pk]
+    actions.sync_team(vision_quota.pk)
+    assert subjects() == ["oidc:alice", "oidc:dave"]
+
+    Membership.objects.filter(team=vision_quota, user=alice).delete()
+    actions.sweep()
+    actions.sync_team(vision_quota.pk)
+    assert subjects() == ["oidc:dave"]
+
+
+def test_archiving_revokes_and_caps_at_zero_but_keeps_the_namespace(
+    vision_quota, admin_user, cluster
+):
+    actions.archive_team(vision_quota, by=admin_user)
+    actions.sync_team(vision_quota.pk)
+    assert cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "0"
+    }
+    assert cluster.get("Namespace", "vision") is not None
+    assert not QuotaRequest.objects.reserving().filter(team=vision_quota).exists()
+
+
+def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_user, cluster):
+    with pytest.raises(quota_actions.IllegalTransition, match="Archive the team"):
+        actions.delete_namespace(vision_quota, by=admin_user)
+    actions.archive_team(vision_quota, by=admin_user)
+    actions.sync_team(vision_quota.pk)
+
+    assert actions.delete_namespace(vision_quota, by=admin_user) == "vision"
+    namespace = cluster.get("Namespace", "vision")
+    assert namespace is None or namespace["metadata"].get("deletionTimestamp")
+    # No later sync brings it back.
+    actions.mark_dirty(vision_quota.pk)
+    assert actions.sync_team(vision_quota.pk) == 0
+    assert AuditEvent.objects.filter(team=vision_quota, action="delete_namespace").exists()
+
+
+def test_members_cannot_archive(vision, alice):
+    with pytest.raises(quota_actions.NotAllowed):
+        actions.archive_team(vision, by=alice)

@@ -111,7 +111,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.sim
 
     def _handle(self, method: str) -> None:
-        started = time.monotonic()
+        self._started = time.monotonic()
+        self._logged = False
         split = urlsplit(self.path)
         path = unquote(split.path)
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
@@ -150,9 +151,17 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc(file=sys.stderr)
             self._send_json(500, InternalError(f"Internal error occurred: {exc!r}").to_status())
         finally:
-            self._entry["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
-            self._entry["time"] = self.sim.clock.timestamp()
-            self.sim.request_log.append(self._entry)
+            self._log()
+
+    def _log(self) -> None:
+        """Record the request once, before its response is written: a client that has
+        its answer must find the request in the log."""
+        if self._logged:
+            return
+        self._logged = True
+        self._entry["duration_ms"] = round((time.monotonic() - self._started) * 1000, 3)
+        self._entry["time"] = self.sim.clock.timestamp()
+        self.sim.request_log.append(self._entry)
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -174,6 +183,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: bytes, content_type: str, headers=None) -> None:
         self._entry["status"] = status
+        self._log()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
@@ -533,6 +543,7 @@ class Handler(BaseHTTPRequestHandler):
         timeout = float(query.get("timeoutSeconds") or 1800)
         deadline = time.monotonic() + timeout
         self._entry["status"] = 200
+        self._log()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

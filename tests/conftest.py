@@ -76,3 +76,10 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, which needs every service: {reason}"
+
+
+@pytest.fixture(scope="session")
+def live_server(django_db_setup, live_server):
+    # Depending on the test database makes the server (and its connection)
+    # stop before the database is dropped.
+    return live_server

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.core import mail
+from django.db import connections
 
 from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
@@ -66,6 +67,10 @@ def page(browser, live_server):
     page.route(lambda url: not url.startswith(live_server.url), block_outside)
     yield page
     context.close()
+    # ORM calls made while Playwright runs get a connection of their own
+    # (asgiref's Local follows the greenlet's context); close it before the
+    # test database is dropped.
+    connections.close_all()
     assert outside == []
 
 

@@ -54,18 +54,25 @@ def mark_dirty(team_id):
 
 
 def enqueue(team_ids):
-    """Queue syncs; a broker outage is logged, not raised (the sweep retries)."""
+    """Queue syncs; a broker outage is logged, not raised (the sweep retries).
+
+    `queued_at` is written before the messages go out, so a worker that starts
+    at once always sees its claim (`last_attempt_at`) later than the queueing.
+    """
     from provisioning.tasks import sync_team as sync_task
 
-    queued = []
+    team_ids = list(team_ids)
+    TeamSync.objects.filter(team_id__in=team_ids).update(queued_at=timezone.now())
+    queued, lost = [], []
     for team_id in team_ids:
         try:
             sync_task.apply_async((team_id,), retry=False)
         except Exception as exc:  # the broker's errors vary by transport
             log.warning("could not queue sync of team %s (the sweep will): %s", team_id, exc)
-            continue
-        queued.append(team_id)
-    TeamSync.objects.filter(team_id__in=queued).update(queued_at=timezone.now())
+            lost.append(team_id)
+        else:
+            queued.append(team_id)
+    TeamSync.objects.filter(team_id__in=lost).update(queued_at=None)
     return queued
 
 
@@ -137,17 +144,24 @@ def reconcile(cluster, objects, applied):
     return new_applied, writes, drift
 
 
-def _claim(team_id, now):
-    """Claim the team's sync with a conditional UPDATE; a token, or None if busy."""
+def _claim(team_id, now, *, force):
+    """Claim the team's sync with one conditional UPDATE; a token, or None.
+
+    None when another worker holds a live claim, or (unless `force`) when
+    there is nothing to do: the team is in sync with its latest generation.
+    """
     token = uuid.uuid4().hex
-    claimed = (
-        TeamSync.objects.filter(team_id=team_id)
-        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-        .update(
-            claimed_until=now + timedelta(seconds=settings.PORTAL_SYNC_LEASE),
-            claim_token=token,
-            last_attempt_at=now,
+    claimable = TeamSync.objects.filter(team_id=team_id).filter(
+        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+    )
+    if not force:
+        claimable = claimable.filter(
+            Q(generation__gt=F("synced_generation")) | ~Q(status=Status.IN_SYNC)
         )
+    claimed = claimable.update(
+        claimed_until=now + timedelta(seconds=settings.PORTAL_SYNC_LEASE),
+        claim_token=token,
+        last_attempt_at=now,
     )
     return token if claimed else None
 
@@ -181,33 +195,32 @@ def _record_error(team_id, token, generation, exc):
 def sync_team(team_id, *, cluster=None, force=False):
     """Make the cluster match the team's desired state. Idempotent.
 
-    A team already in sync is skipped (one query, no API calls) unless `force`.
-    Returns the number of writes, or None if another worker holds the team.
-    Raises TransientClusterError (retry later) or PermanentClusterError (don't),
-    both recorded on the team first.
+    Four queries and one GET per object (one GET in all for a new namespace),
+    plus one apply per object that differs. A team already in sync is skipped
+    after one query, with no API calls, unless `force`. Returns the number of
+    writes, or None if it did nothing (in sync, or held by another worker). Raises
+    TransientClusterError (retry later) or PermanentClusterError (don't), both
+    recorded on the team first.
     """
     now = timezone.now()
-    _ensure_row(team_id)
-    if (
-        not force
-        and TeamSync.objects.filter(
-            team_id=team_id, generation__lte=F("synced_generation"), status=Status.IN_SYNC
-        ).exists()
-    ):
-        return 0
-    token = _claim(team_id, now)
+    token = _claim(team_id, now, force=force)
     if token is None:
-        return None
+        if TeamSync.objects.filter(team_id=team_id).exists():
+            return None
+        _ensure_row(team_id)
+        token = _claim(team_id, now, force=force)
+        if token is None:
+            return None
     writes = 0
     generation = None
+    released = False
     try:
         cluster = cluster or kube.cluster()
         # A change that lands while we sync bumps the generation: go round again.
         for _ in range(3):
-            row = TeamSync.objects.get(team_id=team_id)
+            row = TeamSync.objects.select_related("team").get(team_id=team_id)
             generation = row.generation
-            desired = desired_state(team_id)
-            objects = desired.objects()
+            objects = desired_state(team_id, row=row).objects()
             applied, count, drift = reconcile(cluster, objects, row.applied)
             writes += count
             with transaction.atomic():
@@ -216,27 +229,32 @@ def sync_team(team_id, *, cluster=None, force=False):
                         team_id=team_id, action=DRIFT_ACTION, reason=description
                     )
                 done = timezone.now()
-                TeamSync.objects.filter(team_id=team_id, claim_token=token).update(
-                    applied=applied,
-                    synced_digest=digest(objects),
-                    synced_generation=row.generation,
-                    last_synced_at=done,
-                    last_checked_at=done,
-                    last_error="",
-                    last_error_status=None,
-                    last_error_at=None,
-                    status=Case(
-                        When(generation=row.generation, then=Value(Status.IN_SYNC)),
-                        default=Value(Status.PENDING),
-                    ),
-                )
-            if not TeamSync.objects.filter(team_id=team_id, generation__gt=row.generation).exists():
+                saved = {
+                    "applied": applied,
+                    "synced_digest": digest(objects),
+                    "synced_generation": generation,
+                    "last_synced_at": done,
+                    "last_checked_at": done,
+                    "last_error": "",
+                    "last_error_status": None,
+                    "last_error_at": None,
+                }
+                # Done, and the claim released, unless the generation moved meanwhile.
+                released = TeamSync.objects.filter(
+                    team_id=team_id, claim_token=token, generation=generation
+                ).update(**saved, status=Status.IN_SYNC, claimed_until=None, claim_token="")
+                if not released:
+                    TeamSync.objects.filter(team_id=team_id, claim_token=token).update(
+                        **saved, status=Status.PENDING
+                    )
+            if released:
                 break
     except kube.ClusterError as exc:
         _record_error(team_id, token, generation, exc)
         raise
     finally:
-        _release(team_id, token)
+        if not released:
+            _release(team_id, token)
     return writes
 
 
@@ -266,7 +284,13 @@ def sweep(now=None):
         rows.filter(generation__gt=F("synced_generation"))
         .filter(generation__gt=F("refused_generation"))
         .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-        .filter(Q(queued_at__isnull=True) | Q(queued_at__lt=stale))
+        # Not while a message queued since the last attempt is still waiting
+        # (unless it has waited a whole lease: then it was probably lost).
+        .filter(
+            Q(queued_at__isnull=True)
+            | Q(queued_at__lt=F("last_attempt_at"))
+            | Q(queued_at__lt=stale)
+        )
         .values_list("team_id", flat=True)
     )
     return enqueue(list(due))

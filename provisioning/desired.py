@@ -9,11 +9,17 @@ import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning import manifests
+
+NOT_GRANTED = [
+    QuotaRequest.Status.PENDING,
+    QuotaRequest.Status.REJECTED,
+    QuotaRequest.Status.CANCELLED,
+]
 
 
 @dataclass
@@ -82,13 +88,7 @@ def desired_states(team_ids=None, now=None):
     states = {team_id: Desired(team_id, slug) for team_id, slug in teams.values_list("pk", "slug")}
     ids = list(states) if team_ids is not None else None
 
-    granted = QuotaRequest.objects.exclude(
-        status__in=[
-            QuotaRequest.Status.PENDING,
-            QuotaRequest.Status.REJECTED,
-            QuotaRequest.Status.CANCELLED,
-        ]
-    )
+    granted = QuotaRequest.objects.exclude(status__in=NOT_GRANTED)
     if ids is not None:
         granted = granted.filter(team_id__in=ids)
     # Every resource name the team has been granted, each starting at zero.
@@ -117,8 +117,29 @@ def desired_states(team_ids=None, now=None):
     return states
 
 
-def desired_state(team_id):
-    return desired_states([team_id])[team_id]
+def desired_state(team_id, row=None):
+    """One team's desired state; with its TeamSync `row` (team selected), one query
+    in group mode (two in users mode)."""
+    if row is None:
+        return desired_states([team_id])[team_id]
+    state = Desired(team_id, row.team.slug)
+    state.archived = row.archived_at is not None
+    state.namespace_deleted = row.namespace_deleted_at is not None
+    active = Sum("gpus", filter=Q(status=QuotaRequest.Status.ACTIVE), default=0)
+    granted = (
+        QuotaRequest.objects.filter(team_id=team_id)
+        .exclude(status__in=NOT_GRANTED)
+        .values("flavor__resource_name")
+        .annotate(gpus=active)
+        .order_by()
+    )
+    for item in granted:
+        gpus = 0 if state.archived else item["gpus"]
+        state.gpus_by_resource[item["flavor__resource_name"]] = gpus
+    if settings.PORTAL_RBAC_SUBJECTS == "users" and not state.archived:
+        members = Membership.objects.filter(team_id=team_id, user__is_active=True)
+        state.user_names = list(members.values_list("user__username", flat=True))
+    return state
 
 
 def shared_resource_names(flavors=None):

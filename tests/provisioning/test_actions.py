@@ -72,7 +72,7 @@ def test_sync_creates_the_quota_summed_per_resource_name(
 
 def test_a_team_in_sync_is_not_synced_again(vision_quota, kubesim):
     kubesim.clear_requests()
-    assert actions.sync_team(vision_quota.pk) == 0
+    assert actions.sync_team(vision_quota.pk) is None
     assert kubesim.requests() == []
 
 
@@ -165,7 +165,7 @@ def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_use
     assert namespace is None or namespace["metadata"].get("deletionTimestamp")
     # No later sync brings it back.
     actions.mark_dirty(vision_quota.pk)
-    assert actions.sync_team(vision_quota.pk) == 0
+    assert not actions.sync_team(vision_quota.pk)
     assert AuditEvent.objects.filter(team=vision_quota, action="delete_namespace").exists()
 
 

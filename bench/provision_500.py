@@ -169,9 +169,7 @@ def main():
         for team_id in team_ids:
             actions.mark_dirty(team_id)
         sim_requests(url, clear=True)
-        in_sync = TeamSync.objects.filter(
-            team_id__in=team_ids, status=TeamSync.Status.IN_SYNC
-        )
+        in_sync = TeamSync.objects.filter(team_id__in=team_ids, status=TeamSync.Status.IN_SYNC)
 
         started = time.monotonic()
         actions.sweep()

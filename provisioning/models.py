@@ -55,6 +55,34 @@ class TeamSync(models.Model):
     def is_failing(self):
         return self.status == self.Status.FAILING
 
+    def as_dict(self):
+        """What the API shows: `sync_status(team)` below for a team without a row."""
+        return {
+            "status": self.status,
+            "last_error": self.last_error or None,
+            "last_error_status": self.last_error_status,
+            "last_error_at": self.last_error_at,
+            "last_synced_at": self.last_synced_at,
+            "archived": self.archived_at is not None,
+            "namespace_deleted": self.namespace_deleted_at is not None,
+        }
+
+
+def sync_status(team):
+    """The team's sync status for the API (no query if `sync` was selected)."""
+    try:
+        return team.sync.as_dict()
+    except TeamSync.DoesNotExist:
+        return {
+            "status": "not_provisioned",
+            "last_error": None,
+            "last_error_status": None,
+            "last_error_at": None,
+            "last_synced_at": None,
+            "archived": False,
+            "namespace_deleted": False,
+        }
+
 
 class FlavorCapacity(models.Model):
     """What the cluster holds of one flavor, as the inventory task last saw it.

@@ -121,11 +121,13 @@ def reconcile(cluster, objects, applied):
     """Apply the objects that differ from the live ones.
 
     One GET per object (none after a missing namespace: nothing can be in it)
-    and one apply per object that differs. Returns (applied hashes, writes,
-    drift descriptions).
+    and one apply per object that differs. A team never synced has nothing to
+    compare with, so its objects are applied unread: server-side apply of what
+    is already there changes nothing. Returns (applied hashes, writes, drift
+    descriptions).
     """
     new_applied, writes, drift = {}, 0, []
-    namespace_missing = False
+    namespace_missing = not applied
     for obj in objects:
         key, wanted = object_key(obj), object_hash(obj)
         meta = obj["metadata"]

@@ -2,6 +2,8 @@ from django.contrib import admin, messages
 
 from gpu_requests import actions
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
+from provisioning import actions as provisioning_actions
+from provisioning.models import TeamSync
 
 
 class MembershipInline(admin.TabularInline):
@@ -12,9 +14,40 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "created_at"]
+    list_display = ["name", "slug", "cluster_sync", "created_at"]
+    list_select_related = ["sync"]  # the sync column costs no query per row
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
+
+    @admin.display(description="Cluster")
+    def cluster_sync(self, team):
+        sync = getattr(team, "sync", None)
+        if sync is None:
+            return "Not provisioned yet"
+        label = sync.get_status_display()
+        if sync.is_failing and sync.last_error:
+            label = f"{label}: {sync.last_error}"
+        if sync.namespace_deleted_at:
+            return f"{label} (archived, namespace deleted)"
+        return f"{label} (archived)" if sync.archived_at else label
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        memberships_changed = any(
+            formset.new_objects or formset.changed_objects or formset.deleted_objects
+            for formset in formsets
+            if formset.model is Membership
+        )
+        if memberships_changed and self._on_cluster(form.instance):
+            # In "users" mode the members are the RoleBinding's subjects: re-sync
+            # now rather than at the sweep's digest check.
+            provisioning_actions.team_changed(form.instance.pk)
+
+    @staticmethod
+    def _on_cluster(team):
+        # A team not on the cluster yet gets its members with its first quota;
+        # marking it here would create a namespace for a team without any. One query.
+        return TeamSync.objects.filter(team=team, namespace_deleted_at__isnull=True).exists()
 
 
 @admin.register(Flavor)

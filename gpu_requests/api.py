@@ -89,7 +89,8 @@ class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "slug"
 
     def get_queryset(self):
-        return actions.teams_for(self.request.user)
+        # The sync row joins the team's query: no query per team for `sync`.
+        return actions.teams_for(self.request.user).select_related("sync")
 
 
 class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):

@@ -8,16 +8,50 @@ from rest_framework import serializers
 
 from gpu_requests import actions
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
+from provisioning.models import TeamSync, sync_status
 
 # Caps on strings the models leave unbounded, so a client cannot make us
 # store (or look up) megabytes.
 MAX_REASON = 2000
 
 
+# A team without a TeamSync row has never been synced. Named in the schema by
+# SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]: it would collide with requests' `status`.
+SYNC_STATUS_CHOICES = [*TeamSync.Status.choices, ("not_provisioned", "Not provisioned yet")]
+
+
+class TeamSyncSerializer(serializers.Serializer):
+    """How far the team's namespace on the cluster is from what the portal wants."""
+
+    status = serializers.ChoiceField(
+        choices=SYNC_STATUS_CHOICES,
+        help_text="`not_provisioned`: the portal has not created the team's namespace yet. "
+        "A failing team stays failing, with its last error, until a sync succeeds.",
+    )
+    last_error = serializers.CharField(
+        allow_null=True, help_text="The cluster's message for the last failed sync."
+    )
+    last_error_status = serializers.IntegerField(
+        allow_null=True, help_text="The HTTP status of that error, if the API server answered."
+    )
+    last_error_at = serializers.DateTimeField(allow_null=True)
+    last_synced_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the cluster last matched the portal."
+    )
+    archived = serializers.BooleanField(help_text="Quota revoked and capped at zero.")
+    namespace_deleted = serializers.BooleanField()
+
+    def to_representation(self, team):
+        # No query when the caller selected `sync` with the team.
+        return super().to_representation(sync_status(team))
+
+
 class TeamSerializer(serializers.ModelSerializer):
+    sync = TeamSyncSerializer(source="*", read_only=True)
+
     class Meta:
         model = Team
-        fields = ["slug", "name", "created_at"]
+        fields = ["slug", "name", "created_at", "sync"]
 
 
 class FlavorSerializer(serializers.ModelSerializer):

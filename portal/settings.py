@@ -252,6 +252,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two choice sets share the field name `status`: naming both keeps the
+    # requests' enum `StatusEnum`, as published before teams had a sync status.
+    "ENUM_NAME_OVERRIDES": {
+        "StatusEnum": "gpu_requests.models.QuotaRequest.Status",
+        "SyncStatusEnum": "gpu_requests.serializers.SYNC_STATUS_CHOICES",
+    },
 }
 
 LOGGING = {

@@ -6,6 +6,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpu_requests import actions
+from provisioning import actions as provisioning_actions
+from provisioning.models import TeamSync
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, next_week, submit
 
 URL = reverse("dashboard")
@@ -97,6 +99,63 @@ def test_it_lists_at_most_ten_recent_decisions_per_team(login, alice, carol, vis
     assert response.content.decode().count('class="badge status-cancelled"') == 10
 
 
+def _set_sync(team, **fields):
+    """A TeamSync row as a sync left it (tests/provisioning drives real ones)."""
+    provisioning_actions.mark_dirty(team.pk)
+    TeamSync.objects.filter(team=team).update(**fields)
+
+
+def test_it_says_a_team_without_a_sync_is_not_provisioned_yet(login, alice):
+    page = login(alice).get(URL).content.decode()
+    assert "Not provisioned yet" in page
+
+
+def test_it_shows_a_pending_sync(login, alice, vision):
+    provisioning_actions.mark_dirty(vision.pk)
+    page = login(alice).get(URL).content.decode()
+    assert "Pending" in page
+    assert "waiting to be applied to the cluster" in page
+
+
+def test_it_shows_a_team_in_sync(login, alice, vision):
+    _set_sync(
+        vision,
+        status=TeamSync.Status.IN_SYNC,
+        synced_generation=1,
+        last_synced_at=timezone.now() - timedelta(minutes=5),
+    )
+    page = login(alice).get(URL).content.decode()
+    assert "In sync" in page
+    assert "cluster updated 5\xa0minutes ago" in page
+    assert "Not provisioned yet" not in page
+
+
+def test_it_shows_a_failing_sync_with_the_servers_error_and_when(login, alice, vision):
+    _set_sync(
+        vision,
+        status=TeamSync.Status.FAILING,
+        last_error='namespaces "vision" is forbidden: <quota> exceeded',
+        last_error_status=403,
+        last_error_at=timezone.now() - timedelta(hours=2),
+    )
+    page = login(alice).get(URL).content.decode()
+    assert "Failing" in page
+    assert "namespaces &quot;vision&quot; is forbidden: &lt;quota&gt; exceeded" in page
+    assert "HTTP 403, 2\xa0hours ago" in page
+
+
+def test_it_shows_an_archived_team(login, alice, admin_user, vision):
+    provisioning_actions.archive_team(vision, by=admin_user)
+    response = login(alice).get(URL)
+    assert response.status_code == 200  # the archive event has no request to link to
+    assert "Archived" in response.content.decode()
+
+
+def test_it_links_reviewers_to_the_cluster_page(login, admin_user, alice, vision):
+    assert b'href="/cluster/#sync-vision"' in login(admin_user).get(URL).content
+    assert b"/cluster/" not in login(alice).get(URL).content
+
+
 def _populate(teams, flavors, user, admin, first, last):
     for i in range(first, last):
         for team in teams:
@@ -115,6 +174,7 @@ def test_it_keeps_query_count_flat(login, admin_user, h100, a100):
     counts = []
     for first, last in [(0, 1), (1, 8)]:
         _populate(teams, [h100, a100], user, admin_user, first, last)
+        _set_sync(teams[first % 3], status=TeamSync.Status.FAILING, last_error="refused")
         with CaptureQueriesContext(connection) as queries:
             response = client.get(URL)
         assert response.status_code == 200

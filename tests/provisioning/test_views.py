@@ -50,3 +50,10 @@ def test_deleting_a_namespace_needs_its_name_typed(client, admin_user, vision, c
     right = client.post("/cluster/teams/vision/delete-namespace/", {"confirm": "vision"})
     assert right.status_code == 302
     assert TeamSync.objects.get(team=vision).namespace_deleted_at is not None
+
+
+def test_it_shows_teams_not_on_the_cluster_yet(client, admin_user, vision):
+    client.force_login(admin_user)
+    response = client.get("/cluster/")
+    assert response.status_code == 200
+    assert "Not provisioned yet" in response.content.decode()

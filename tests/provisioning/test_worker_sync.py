@@ -1,9 +1,11 @@
 """Provisioning end to end: real Celery workers, real Redis, kubesim over HTTP."""
 
+import time
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db.models import F
 from django.utils import timezone
 
 from gpu_requests import actions as quota_actions
@@ -11,7 +13,7 @@ from gpu_requests.models import AuditEvent
 from provisioning import actions
 from provisioning.models import TeamSync
 from tests.factories import TeamFactory, UserFactory, add_member, make_reviewer, submit
-from tests.provisioning.conftest import wait_for
+from tests.provisioning.conftest import _use_broker, wait_for
 
 pytestmark = pytest.mark.celery
 
@@ -25,14 +27,8 @@ def hard(cluster, namespace):
 
 def in_sync(*teams):
     return TeamSync.objects.filter(team__in=teams, status=TeamSync.Status.IN_SYNC).filter(
-        generation__lte=models_F("synced_generation")
+        generation__lte=F("synced_generation")
     ).count() == len(teams)
-
-
-def models_F(name):
-    from django.db.models import F
-
-    return F(name)
 
 
 def approve_now(team, flavor, gpus=4, hours=24):
@@ -122,7 +118,7 @@ def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
     kubesim.faults(latency_ms=700)
     approve_now(vision, demo_flavors["h100"], gpus=2)
     wait_for(lambda: any("/vision" in r["path"] for r in kubesim.requests()), timeout=10)
-    time_machine_free_sleep(1.0)
+    time.sleep(1.0)
     workers.kill(first)
     assert not in_sync(vision)
 
@@ -135,12 +131,6 @@ def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
         found = cluster.list(kind, label_selector="gpu-portal.io/team=vision")
         assert len(found) == 1, kind
     assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "2"}
-
-
-def time_machine_free_sleep(seconds):
-    import time
-
-    time.sleep(seconds)
 
 
 def test_drift_is_repaired_and_recorded(workers, kubesim, cluster, demo_flavors):
@@ -170,3 +160,26 @@ def test_drift_is_repaired_and_recorded(workers, kubesim, cluster, demo_flavors)
     assert "ResourceQuota gpu-quota was changed outside the portal " in reasons[0]
     assert "requests.nvidia.com/gpu: 64 -> 4" in reasons[0]
     assert any("NetworkPolicy" in r and "deleted" in r for r in reasons)
+
+
+def test_a_decision_made_while_redis_is_down_reaches_the_cluster(
+    workers, redis_url, cluster, demo_flavors
+):
+    from portal.celery import app
+
+    workers.start()
+    vision = TeamFactory(slug="vision")
+    _use_broker(app, "redis://127.0.0.1:9/0")  # nothing listens there: the broker is down
+    try:
+        quota_request = approve_now(vision, demo_flavors["h100"], gpus=2)
+    finally:
+        _use_broker(app, redis_url)
+    # The decision stands, and the database remembers the team is not synced yet.
+    quota_request.refresh_from_db()
+    assert quota_request.status == "active"
+    assert TeamSync.objects.get(team=vision).status == TeamSync.Status.PENDING
+    assert hard(cluster, "vision") is None
+
+    # Once the broker is back, the beat's sweep queues it.
+    wait_for(lambda: in_sync(vision), timeout=20, interval=0.3, every=actions.sweep)
+    assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "2"}

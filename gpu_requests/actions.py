@@ -87,19 +87,36 @@ def _record(quota_request, *, action, from_status, to_status, actor=None, reason
     )
 
 
+def _locked_status(quota_request):
+    """The request's status as it is now, its row locked until the transaction ends."""
+    current = (
+        QuotaRequest.objects.select_for_update()
+        .values_list("status", flat=True)
+        .get(pk=quota_request.pk)
+    )
+    quota_request.status = current
+    return current
+
+
+def _illegal(quota_request, allowed_from, action):
+    allowed = " or ".join(Status(s).label.lower() for s in allowed_from)
+    return IllegalTransition(
+        f"Request #{quota_request.pk} is {Status(quota_request.status).label.lower()}; "
+        f"only {allowed} requests can be {action_past_tense(action)}."
+    )
+
+
 def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
-    """Compare-and-set the status; raise IllegalTransition if someone got there first."""
-    updated = QuotaRequest.objects.filter(pk=quota_request.pk, status__in=allowed_from).update(
+    """Move the status if it is one of `allowed_from`, or raise IllegalTransition.
+
+    The row is locked first, so the audit event names the status it really
+    left, and the UPDATE is still a compare-and-set on that status.
+    """
+    if _locked_status(quota_request) not in allowed_from:
+        raise _illegal(quota_request, allowed_from, action)
+    QuotaRequest.objects.filter(pk=quota_request.pk, status=quota_request.status).update(
         status=to, updated_at=timezone.now()
     )
-    if not updated:
-        current = QuotaRequest.objects.values_list("status", flat=True).get(pk=quota_request.pk)
-        quota_request.status = current
-        allowed = " or ".join(Status(s).label.lower() for s in allowed_from)
-        raise IllegalTransition(
-            f"Request #{quota_request.pk} is {Status(current).label.lower()}; "
-            f"only {allowed} requests can be {action_past_tense(action)}."
-        )
     from_status = quota_request.status
     quota_request.status = to
     event = _record(
@@ -204,17 +221,15 @@ def approve(quota_request, *, by, reason=""):
     # check and the status change below see every earlier approval.
     flavor = Flavor.objects.select_for_update().get(pk=quota_request.flavor_id)
     quota_request.flavor = flavor
+    if _locked_status(quota_request) != Status.PENDING:
+        raise _illegal(quota_request, [Status.PENDING], "approve")
     if quota_request.ends_at is not None and quota_request.ends_at <= now:
-        current = QuotaRequest.objects.values_list("status", flat=True).get(pk=quota_request.pk)
-        if current == Status.PENDING:
-            raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
+        raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
     peak = QuotaRequest.objects.peak_reserved(
         flavor, quota_request.starts_at, quota_request.ends_at, exclude=quota_request
     )
     capacity = capacity_of(flavor)
     if peak + quota_request.gpus > capacity:
-        # Tell the reviewer it is taken if it is, rather than that it does not fit.
-        _assert_status(quota_request, Status.PENDING, "approve")
         raise CapacityExceeded(flavor, peak, quota_request.gpus, capacity)
     decision = _move(
         quota_request,
@@ -228,16 +243,6 @@ def approve(quota_request, *, by, reason=""):
     if quota_request.starts_at <= now:
         _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action="activate")
     return quota_request
-
-
-def _assert_status(quota_request, status, action):
-    current = QuotaRequest.objects.values_list("status", flat=True).get(pk=quota_request.pk)
-    if current != status:
-        quota_request.status = current
-        raise IllegalTransition(
-            f"Request #{quota_request.pk} is {Status(current).label.lower()}; "
-            f"only {Status(status).label.lower()} requests can be {action_past_tense(action)}."
-        )
 
 
 @transaction.atomic

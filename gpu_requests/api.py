@@ -108,6 +108,19 @@ class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
     ],
     methods=["GET"],
 )
+# The schema of reject, cancel and revoke: a reason in, the request out.
+TRANSITION_SCHEMA = extend_schema(
+    request=ReasonSerializer,
+    responses={
+        200: QuotaRequestDetailSerializer,
+        400: ERROR_400,
+        403: ERROR_403,
+        404: ERROR_404,
+        409: ERROR_409,
+    },
+)
+
+
 class QuotaRequestViewSet(
     APIViewSetMixin,
     mixins.ListModelMixin,
@@ -187,46 +200,19 @@ class QuotaRequestViewSet(
         """Reviewers only: reserve the GPUs, if the flavor has room all through the period."""
         return self._transition(request, actions.approve)
 
-    @extend_schema(
-        request=ReasonSerializer,
-        responses={
-            200: QuotaRequestDetailSerializer,
-            400: ERROR_400,
-            403: ERROR_403,
-            404: ERROR_404,
-            409: ERROR_409,
-        },
-    )
+    @TRANSITION_SCHEMA
     @action(detail=True, methods=["post"])
     def reject(self, request, pk=None):
         """Reviewers only: turn down a pending request."""
         return self._transition(request, actions.reject)
 
-    @extend_schema(
-        request=ReasonSerializer,
-        responses={
-            200: QuotaRequestDetailSerializer,
-            400: ERROR_400,
-            403: ERROR_403,
-            404: ERROR_404,
-            409: ERROR_409,
-        },
-    )
+    @TRANSITION_SCHEMA
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """The requester or a team manager: withdraw a pending request."""
         return self._transition(request, actions.cancel)
 
-    @extend_schema(
-        request=ReasonSerializer,
-        responses={
-            200: QuotaRequestDetailSerializer,
-            400: ERROR_400,
-            403: ERROR_403,
-            404: ERROR_404,
-            409: ERROR_409,
-        },
-    )
+    @TRANSITION_SCHEMA
     @action(detail=True, methods=["post"])
     def revoke(self, request, pk=None):
         """Reviewers only: take back approved or active quota."""

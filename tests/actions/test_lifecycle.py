@@ -200,3 +200,11 @@ def test_it_refuses_to_approve_a_period_that_has_ended(alice, vision, h100, admi
     later = timezone.now() + timedelta(hours=2)
     with time_machine.travel(later), pytest.raises(actions.IllegalTransition, match="ended"):
         actions.approve(quota_request, by=admin_user)
+
+
+def test_the_audit_names_the_status_really_left(alice, vision, h100, admin_user):
+    quota_request = submit(vision, h100, alice, starts_at=timezone.now())
+    stale = QuotaRequest.objects.get(pk=quota_request.pk)  # loaded while pending
+    actions.approve(quota_request, by=admin_user)  # approved, then active at once
+    actions.revoke(stale, by=admin_user)
+    assert statuses(quota_request)[-1] == ("active", "revoked", "admin")

@@ -101,13 +101,6 @@ class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "slug"
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("status", enum=Status.values, description="Only requests in this status."),
-        OpenApiParameter("team", str, description="Only this team's requests (slug)."),
-    ],
-    methods=["GET"],
-)
 # The schema of reject, cancel and revoke: a reason in, the request out.
 TRANSITION_SCHEMA = extend_schema(
     request=ReasonSerializer,
@@ -121,6 +114,13 @@ TRANSITION_SCHEMA = extend_schema(
 )
 
 
+@extend_schema(
+    parameters=[
+        OpenApiParameter("status", enum=Status.values, description="Only requests in this status."),
+        OpenApiParameter("team", str, description="Only this team's requests (slug)."),
+    ],
+    methods=["GET"],
+)
 class QuotaRequestViewSet(
     APIViewSetMixin,
     mixins.ListModelMixin,

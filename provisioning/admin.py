@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from provisioning import actions
 from provisioning.models import FlavorCapacity, GpuNode, TeamSync
 
 
@@ -13,7 +14,14 @@ class TeamSyncAdmin(admin.ModelAdmin):
 @admin.register(FlavorCapacity)
 class FlavorCapacityAdmin(admin.ModelAdmin):
     list_display = ["flavor", "devices", "allocated", "observed_at", "override"]
-    readonly_fields = ["devices", "allocated", "observed_at"]
+    readonly_fields = ["flavor", "devices", "allocated", "observed_at"]
+
+    def has_add_permission(self, request):
+        return False  # rows come from the inventory
+
+    def save_model(self, request, obj, form, change):
+        # Through the action, so approvals use the new capacity at once.
+        actions.set_capacity_override(obj.flavor, obj.override, by=request.user)
 
 
 @admin.register(GpuNode)

@@ -106,7 +106,7 @@ def _illegal(quota_request, allowed_from, action):
     )
 
 
-def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
+def _move(quota_request, *, to, allowed_from, action, actor=None, reason="", notify=True):
     """Move the status if it is one of `allowed_from`, or raise IllegalTransition.
 
     The row is locked first, so the audit event names the status it really
@@ -127,7 +127,10 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
         actor=actor,
         reason=reason,
     )
-    transaction.on_commit(lambda: quota_changed(quota_request.team_id))
+    # Only a change of reserved quota concerns the cluster: a rejected or
+    # cancelled request leaves it as it was.
+    if notify and (from_status in QuotaRequest.RESERVING or to in QuotaRequest.RESERVING):
+        transaction.on_commit(lambda: quota_changed(quota_request.team_id))
     return event
 
 
@@ -208,7 +211,9 @@ def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
         estimated_cost=cost,
     )
     _record(quota_request, action="submit", from_status="", to_status=Status.PENDING, actor=by)
-    transaction.on_commit(lambda: emails.send_new_request(quota_request.pk))
+    # robust: a mail server that is down is logged, and does not undo or
+    # hide a request that is already saved.
+    transaction.on_commit(lambda: emails.send_new_request(quota_request.pk), robust=True)
     return quota_request
 
 
@@ -239,9 +244,16 @@ def approve(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(decision.pk))
+    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
     if quota_request.starts_at <= now:
-        _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action="activate")
+        # The approval above already queued the cluster's update.
+        _move(
+            quota_request,
+            to=Status.ACTIVE,
+            allowed_from=[Status.APPROVED],
+            action="activate",
+            notify=False,
+        )
     return quota_request
 
 
@@ -257,7 +269,7 @@ def reject(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(decision.pk))
+    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
     return quota_request
 
 
@@ -288,7 +300,7 @@ def revoke(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(decision.pk))
+    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
     return quota_request
 
 

@@ -89,9 +89,12 @@ def team_changed(team_id):
 
 def matches(desired, live):
     """True if every field we set has the same value live (defaults added are fine)."""
+    if desired in ({}, []):
+        # The API server leaves empty maps and lists out (omitempty).
+        return live in (None, {}, [])
     if isinstance(desired, dict):
         return isinstance(live, dict) and all(
-            key in live and matches(value, live[key]) for key, value in desired.items()
+            matches(value, live.get(key)) for key, value in desired.items()
         )
     if isinstance(desired, list):
         return (
@@ -279,7 +282,7 @@ def sweep(now=None):
     synced = dict(rows.values_list("team_id", "synced_digest"))
     changed = [
         team_id
-        for team_id, state in desired_states(list(synced), now=now).items()
+        for team_id, state in desired_states(list(synced)).items()
         if state.digest() != synced[team_id]
     ]
     unmarked = rows.filter(team_id__in=changed, generation__lte=F("synced_generation"))

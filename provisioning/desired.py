@@ -9,17 +9,10 @@ import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Q, Sum
-from django.utils import timezone
+from django.db.models import Sum
 
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning import manifests
-
-NOT_GRANTED = [
-    QuotaRequest.Status.PENDING,
-    QuotaRequest.Status.REJECTED,
-    QuotaRequest.Status.CANCELLED,
-]
 
 
 @dataclass
@@ -72,30 +65,32 @@ def digest(objects):
     return hashlib.sha256(json.dumps([object_hash(o) for o in objects]).encode()).hexdigest()[:32]
 
 
-def desired_states(team_ids=None, now=None):
-    """{team_id: Desired}. Three queries (four in users mode), however many teams.
+def catalog_resources():
+    """Every resource name of the catalog (one query).
 
-    A resource name keeps its key at zero once every request for it ended, so
-    the cap stays explicit: the keys are every resource the team ever had quota
-    for (any request that reached approval), the values what is active now.
+    A quota caps only the keys it lists, so each team's quota lists them all:
+    at zero unless the team holds active quota for it. Without that, a team
+    granted MIG slices could run any number of whole GPUs.
     """
+    return sorted(set(Flavor.objects.values_list("resource_name", flat=True)))
+
+
+def desired_states(team_ids=None):
+    """{team_id: Desired}. Four queries (five in users mode), however many teams."""
     from provisioning.models import TeamSync
 
-    now = now or timezone.now()
     teams = Team.objects.all()
     if team_ids is not None:
         teams = teams.filter(pk__in=team_ids)
-    states = {team_id: Desired(team_id, slug) for team_id, slug in teams.values_list("pk", "slug")}
-    ids = list(states) if team_ids is not None else None
-
-    granted = QuotaRequest.objects.exclude(status__in=NOT_GRANTED)
-    if ids is not None:
-        granted = granted.filter(team_id__in=ids)
-    # Every resource name the team has been granted, each starting at zero.
-    for team_id, resource in granted.values_list("team_id", "flavor__resource_name").distinct():
-        states[team_id].gpus_by_resource[resource] = 0
+    catalog = catalog_resources()
+    states = {
+        team_id: Desired(team_id, slug, gpus_by_resource=dict.fromkeys(catalog, 0))
+        for team_id, slug in teams.values_list("pk", "slug")
+    }
     # Active quota summed per resource name: flavors sharing one name share one cap.
-    active = granted.filter(status=QuotaRequest.Status.ACTIVE)
+    active = QuotaRequest.objects.filter(status=QuotaRequest.Status.ACTIVE)
+    if team_ids is not None:
+        active = active.filter(team_id__in=list(states))
     for row in active.values("team_id", "flavor__resource_name").annotate(gpus=Sum("gpus")):
         states[row["team_id"]].gpus_by_resource[row["flavor__resource_name"]] = row["gpus"]
 
@@ -118,24 +113,22 @@ def desired_states(team_ids=None, now=None):
 
 
 def desired_state(team_id, row=None):
-    """One team's desired state; with its TeamSync `row` (team selected), one query
-    in group mode (two in users mode)."""
+    """One team's desired state; with its TeamSync `row` (team selected), two
+    queries in group mode (three in users mode)."""
     if row is None:
         return desired_states([team_id])[team_id]
-    state = Desired(team_id, row.team.slug)
+    state = Desired(team_id, row.team.slug, gpus_by_resource=dict.fromkeys(catalog_resources(), 0))
     state.archived = row.archived_at is not None
     state.namespace_deleted = row.namespace_deleted_at is not None
-    active = Sum("gpus", filter=Q(status=QuotaRequest.Status.ACTIVE), default=0)
-    granted = (
-        QuotaRequest.objects.filter(team_id=team_id)
-        .exclude(status__in=NOT_GRANTED)
+    active = (
+        QuotaRequest.objects.filter(team_id=team_id, status=QuotaRequest.Status.ACTIVE)
         .values("flavor__resource_name")
-        .annotate(gpus=active)
+        .annotate(gpus=Sum("gpus"))
         .order_by()
     )
-    for item in granted:
-        gpus = 0 if state.archived else item["gpus"]
-        state.gpus_by_resource[item["flavor__resource_name"]] = gpus
+    if not state.archived:
+        for item in active:
+            state.gpus_by_resource[item["flavor__resource_name"]] = item["gpus"]
     if settings.PORTAL_RBAC_SUBJECTS == "users" and not state.archived:
         members = Membership.objects.filter(team_id=team_id, user__is_active=True)
         state.user_names = list(members.values_list("user__username", flat=True))

@@ -208,3 +208,28 @@ def test_the_audit_names_the_status_really_left(alice, vision, h100, admin_user)
     actions.approve(quota_request, by=admin_user)  # approved, then active at once
     actions.revoke(stale, by=admin_user)
     assert statuses(quota_request)[-1] == ("active", "revoked", "admin")
+
+
+def test_a_mail_server_that_is_down_does_not_fail_the_action(
+    transactional_db, alice, vision, h100, admin_user, settings
+):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", 9, 2
+    quota_request = submit(vision, h100, alice)
+    actions.approve(quota_request, by=admin_user)
+    assert QuotaRequest.objects.get().status == Status.APPROVED
+
+
+def test_rejecting_or_cancelling_leaves_the_cluster_alone(
+    django_capture_on_commit_callbacks, alice, vision, h100, admin_user
+):
+    from provisioning.models import TeamSync
+
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.reject(submit(vision, h100, alice), by=admin_user)
+        actions.cancel(submit(vision, h100, alice), by=alice)
+    assert not TeamSync.objects.filter(team=vision).exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.approve(submit(vision, h100, alice, starts_at=timezone.now()), by=admin_user)
+    # Approved and activated at once: one change of the desired state.
+    assert TeamSync.objects.get(team=vision).generation == 1

@@ -20,6 +20,16 @@ pytestmark = pytest.mark.celery
 KINDS = ["Namespace", "ResourceQuota", "LimitRange", "RoleBinding", "NetworkPolicy"]
 
 
+def caps(gpus):
+    """The quota the demo catalog gives a team holding `gpus` whole GPUs: every
+    other resource name of the catalog is capped at zero."""
+    return {
+        "requests.nvidia.com/gpu": gpus,
+        "requests.nvidia.com/mig-1g.10gb": "0",
+        "requests.nvidia.com/mig-3g.40gb": "0",
+    }
+
+
 def hard(cluster, namespace):
     quota = cluster.get("ResourceQuota", "gpu-quota", namespace)
     return None if quota is None else quota["spec"]["hard"]
@@ -44,7 +54,7 @@ def test_approval_provisions_every_object_within_seconds(workers, cluster, demo_
     approve_now(vision, demo_flavors["h100"], gpus=4)
 
     wait_for(lambda: in_sync(vision), timeout=10)
-    assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "4"}
+    assert hard(cluster, "vision") == caps("4")
     namespace = cluster.get("Namespace", "vision")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert cluster.get("LimitRange", "gpu-portal-defaults", "vision") is not None
@@ -63,15 +73,15 @@ def test_activation_and_expiry_change_the_cap(workers, cluster, demo_flavors):
     quota_request = submit(vision, demo_flavors["h100"], alice, gpus=3, starts_at=tomorrow, hours=2)
     quota_actions.approve(quota_request, by=admin)
     # Approved but not started: the namespace exists and the cap is an explicit zero.
-    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "0"})
+    wait_for(lambda: hard(cluster, "vision") == caps("0"))
 
     with time_machine.travel(tomorrow + timedelta(minutes=1), tick=False):
         assert quota_actions.advance_lifecycle() == {"activated": 1, "expired": 0}
-    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "3"})
+    wait_for(lambda: hard(cluster, "vision") == caps("3"))
 
     with time_machine.travel(tomorrow + timedelta(hours=2), tick=False):
         assert quota_actions.advance_lifecycle() == {"activated": 0, "expired": 1}
-    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "0"})
+    wait_for(lambda: hard(cluster, "vision") == caps("0"))
 
 
 def test_a_second_sync_writes_nothing(workers, kubesim, cluster, demo_flavors):
@@ -104,7 +114,7 @@ def test_every_team_converges_with_30_percent_of_calls_failing(
 
     kubesim.clear_faults()
     for n, team in enumerate(teams):
-        assert hard(cluster, team.slug) == {"requests.nvidia.com/gpu": str(1 + n % 3)}
+        assert hard(cluster, team.slug) == caps(str(1 + n % 3))
     failed = [r for r in kubesim.requests() if r["status"] in (500, 503, 429)]
     assert failed, "the faults were injected"
 
@@ -130,7 +140,7 @@ def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
     for kind in KINDS:
         found = cluster.list(kind, label_selector="gpu-portal.io/team=vision")
         assert len(found) == 1, kind
-    assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "2"}
+    assert hard(cluster, "vision") == caps("2")
 
 
 def test_drift_is_repaired_and_recorded(workers, kubesim, cluster, demo_flavors):
@@ -149,7 +159,7 @@ def test_drift_is_repaired_and_recorded(workers, kubesim, cluster, demo_flavors)
     cluster.delete("NetworkPolicy", "gpu-portal-default-deny-ingress", "vision")
 
     assert actions.check_drift() == [vision.pk]
-    wait_for(lambda: hard(cluster, "vision") == {"requests.nvidia.com/gpu": "4"})
+    wait_for(lambda: hard(cluster, "vision") == caps("4"))
     wait_for(lambda: cluster.get("NetworkPolicy", "gpu-portal-default-deny-ingress", "vision"))
     wait_for(lambda: in_sync(vision))
     reasons = list(
@@ -182,4 +192,4 @@ def test_a_decision_made_while_redis_is_down_reaches_the_cluster(
 
     # Once the broker is back, the beat's sweep queues it.
     wait_for(lambda: in_sync(vision), timeout=20, interval=0.3, every=actions.sweep)
-    assert hard(cluster, "vision") == {"requests.nvidia.com/gpu": "2"}
+    assert hard(cluster, "vision") == caps("2")

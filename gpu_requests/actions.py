@@ -71,6 +71,12 @@ def can_cancel(user, quota_request):
     return quota_request.team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
 
 
+def is_archived(team):
+    """An archived team (provisioning keeps the record) asks for and gets no more quota."""
+    sync = getattr(team, "sync", None)  # one query, then cached on the team
+    return sync is not None and sync.archived_at is not None
+
+
 def capacity_of(flavor):
     return flavor.capacity
 
@@ -158,6 +164,8 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
     errors = {}
     if team is not None and not (is_member(by, team) or can_review(by)):
         errors["team"] = ["You are not a member of this team."]
+    elif team is not None and is_archived(team):
+        errors["team"] = [f"{team.name} is archived and takes no new quota."]
     if flavor is not None and not flavor.is_active:
         errors["flavor"] = [f"{flavor.name} is no longer offered."]
     if gpus is not None:
@@ -230,6 +238,8 @@ def approve(quota_request, *, by, reason=""):
         raise _illegal(quota_request, [Status.PENDING], "approve")
     if quota_request.ends_at is not None and quota_request.ends_at <= now:
         raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
+    if is_archived(quota_request.team):
+        raise IllegalTransition(f"{quota_request.team.name} is archived and takes no new quota.")
     peak = QuotaRequest.objects.peak_reserved(
         flavor, quota_request.starts_at, quota_request.ends_at, exclude=quota_request
     )

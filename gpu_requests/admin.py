@@ -64,6 +64,14 @@ class FlavorAdmin(admin.ModelAdmin):
     list_filter = ["sharing", "is_active"]
     prepopulated_fields = {"slug": ["name"]}
 
+    def get_readonly_fields(self, request, obj=None):
+        # Once the cluster inventory counts a flavor, its capacity comes from
+        # there (or from the override on the inventory's page), not from here.
+        inventory = getattr(obj, "inventory", None)
+        if inventory is not None and inventory.observed_at is not None:
+            return ["capacity"]
+        return []
+
 
 class AuditEventInline(admin.TabularInline):
     model = AuditEvent
@@ -101,8 +109,21 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     list_display = ["id", "team", "flavor", "gpus", "starts_at", "ends_at", "status"]
     list_filter = ["status", "flavor", "team"]
     date_hierarchy = "starts_at"
-    # The status moves only through the actions, never by editing the row.
-    readonly_fields = ["status", "estimated_cost", "requested_by", "created_at", "updated_at"]
+    # A request changes only through the actions (below, and in the portal):
+    # editing its period or count here would skip the capacity check and the audit.
+    readonly_fields = [
+        "team",
+        "flavor",
+        "gpus",
+        "starts_at",
+        "ends_at",
+        "justification",
+        "status",
+        "estimated_cost",
+        "requested_by",
+        "created_at",
+        "updated_at",
+    ]
     inlines = [AuditEventInline]
     actions = [
         _transition("approve", "approved"),
@@ -112,6 +133,9 @@ class QuotaRequestAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # requests are made in the portal, where they are validated
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # its audit history must outlive it
 
     def has_review_permission(self, request):
         return actions.can_review(request.user)

@@ -209,7 +209,7 @@ class AuditEvent(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
     quota_request = models.ForeignKey(
         QuotaRequest,
-        on_delete=models.CASCADE,
+        on_delete=models.PROTECT,
         related_name="events",
         null=True,
         blank=True,

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from gpu_requests.actions import can_review
 from provisioning import actions
 from provisioning.models import FlavorCapacity, GpuNode, TeamSync
 
@@ -18,6 +19,9 @@ class FlavorCapacityAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # rows come from the inventory
+
+    def has_change_permission(self, request, obj=None):
+        return can_review(request.user) and super().has_change_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
         # Through the action, so approvals use the new capacity at once.

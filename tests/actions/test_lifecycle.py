@@ -3,10 +3,11 @@ from datetime import timedelta
 import pytest
 import time_machine
 from django.core import mail
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest, Team
 from gpu_requests.tasks import advance_lifecycle
 from tests.factories import submit
 
@@ -233,3 +234,15 @@ def test_rejecting_or_cancelling_leaves_the_cluster_alone(
         actions.approve(submit(vision, h100, alice, starts_at=timezone.now()), by=admin_user)
     # Approved and activated at once: one change of the desired state.
     assert TeamSync.objects.get(team=vision).generation == 1
+
+
+def test_an_archived_team_asks_for_and_gets_no_more_quota(alice, vision, h100, admin_user):
+    from provisioning.actions import archive_team
+
+    pending = submit(vision, h100, alice)
+    archive_team(vision, by=admin_user)
+    with pytest.raises(actions.IllegalTransition, match="Vision is archived"):
+        actions.approve(QuotaRequest.objects.get(pk=pending.pk), by=admin_user)
+    with pytest.raises(ValidationError) as excinfo:
+        submit(Team.objects.get(pk=vision.pk), h100, alice)  # as a new web request loads it
+    assert excinfo.value.message_dict == {"team": ["Vision is archived and takes no new quota."]}

@@ -1,10 +1,11 @@
 """The Django admin's inventory page: a capacity override takes effect at once."""
 
 from django.contrib.auth.models import Permission
+from django.utils import timezone
 
 from gpu_requests.models import Flavor
 from provisioning.models import FlavorCapacity
-from tests.factories import FlavorFactory
+from tests.factories import FlavorFactory, UserFactory
 
 
 def test_an_override_set_in_the_admin_is_what_approvals_use(client, admin_user):
@@ -21,3 +22,22 @@ def test_an_override_set_in_the_admin_is_what_approvals_use(client, admin_user):
     assert Flavor.objects.get(pk=flavor.pk).capacity == 12
     client.post(f"/admin/provisioning/flavorcapacity/{inventory.pk}/change/", {"override": ""})
     assert Flavor.objects.get(pk=flavor.pk).capacity == 16  # the inventory's count again
+
+
+def test_staff_without_the_review_permission_cannot_override(client, db):
+    staff = UserFactory(username="ops", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="change_flavorcapacity"))
+    inventory = FlavorCapacity.objects.create(flavor=FlavorFactory(slug="h100"), devices=16)
+    client.force_login(staff)
+    url = f"/admin/provisioning/flavorcapacity/{inventory.pk}/change/"
+    assert client.post(url, {"override": "1"}).status_code == 403
+    assert FlavorCapacity.objects.get().override is None
+
+
+def test_a_counted_flavors_capacity_is_read_only_in_the_catalog(client, admin_user):
+    flavor = FlavorFactory(slug="h100", capacity=16)
+    FlavorCapacity.objects.create(flavor=flavor, devices=16, observed_at=timezone.now())
+    admin_user.user_permissions.add(Permission.objects.get(codename="change_flavor"))
+    client.force_login(admin_user)
+    page = client.get(f"/admin/gpu_requests/flavor/{flavor.pk}/change/").content.decode()
+    assert 'name="capacity"' not in page

@@ -8,9 +8,10 @@ express (names, required fields, enums, immutability) are written out here.
 import functools
 import json
 import re
-from decimal import Decimal, InvalidOperation
 
+from . import quantity
 from .errors import BadRequest, FieldError, Invalid
+from .quota import is_extended
 from .resources import ResourceType
 
 SCHEMA_VERSION = "v1.37.0"
@@ -39,44 +40,9 @@ LABEL_VALUE_MSG = (
     "'my_value',  or '12345', regex used for validation is "
     "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
 )
-QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
 QUANTITY_MSG = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
-_SUFFIXES = {
-    "": 1,
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-
-
-def parse_quantity(value) -> Decimal:
-    """ "500m" -> 0.5, "1Gi" -> 1073741824; ValueError when it is not a quantity."""
-    text = str(value).strip()
-    match = QUANTITY.match(text)
-    if not match:
-        raise ValueError(f"invalid quantity {value!r}")
-    number, suffix = match.group(1), match.group(2) or ""
-    sign = -1 if text.startswith("-") else 1
-    try:
-        if suffix[:1] in ("e", "E"):
-            return sign * Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return sign * Decimal(number) * Decimal(_SUFFIXES[suffix])
-    except InvalidOperation as exc:
-        raise ValueError(f"invalid quantity {value!r}") from exc
 
 
 # --- structural checks against the OpenAPI-derived JSON schemas ---
@@ -219,17 +185,17 @@ def _quantity_errors(field: str, mapping) -> list[FieldError]:
     errors = []
     for key, value in (mapping or {}).items():
         try:
-            parse_quantity(value)
-        except ValueError:
+            quantity.parse(value)
+        except (ValueError, TypeError):
             errors.append(FieldError("Invalid", f"{field}[{key}]", value, QUANTITY_MSG))
     return errors
 
 
-def _is_extended(resource_name: str) -> bool:
-    """Extended resources (nvidia.com/gpu) cannot be overcommitted."""
-    if "/" not in resource_name:
-        return False
-    return not resource_name.split("/", 1)[0].endswith("kubernetes.io")
+def _same_quantity(a, b) -> bool:
+    try:
+        return quantity.parse(a) == quantity.parse(b)
+    except (ValueError, TypeError):
+        return False  # already reported as an invalid quantity
 
 
 def _container_errors(field: str, containers, names: set) -> list[FieldError]:
@@ -253,7 +219,7 @@ def _container_errors(field: str, containers, names: set) -> list[FieldError]:
         errors += _quantity_errors(f"{path}.resources.limits", limits)
         errors += _quantity_errors(f"{path}.resources.requests", requests)
         for resource_name, requested in requests.items():
-            if not _is_extended(resource_name):
+            if not is_extended(resource_name):
                 continue
             limit = limits.get(resource_name)
             if limit is None:
@@ -265,7 +231,7 @@ def _container_errors(field: str, containers, names: set) -> list[FieldError]:
                         "Limit must be set for non overcommitable resources",
                     )
                 )
-            elif str(limit) != str(requested):
+            elif not _same_quantity(limit, requested):
                 errors.append(
                     FieldError(
                         "Invalid",

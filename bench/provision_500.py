@@ -173,6 +173,7 @@ def main():
 
         started = time.monotonic()
         actions.sweep()
+        cold_sweep_seconds = time.monotonic() - started
         wait_until(lambda: in_sync.count() == len(team_ids), timeout=600)
         cold_seconds = time.monotonic() - started
         cold = sim_requests(url)
@@ -212,6 +213,7 @@ def main():
         "bare_loop_seconds": round(bare_seconds, 2),
         "bare_loop_calls_per_team": round(bare_calls / n, 2),
         "cold_seconds": round(cold_seconds, 2),
+        "cold_sweep_seconds": round(cold_sweep_seconds, 2),
         "cold_calls_per_team": round(len(cold) / n, 2),
         "cold_writes_per_team": round(cold_writes / n, 2),
         "cold_to_bare_ratio": round(cold_seconds / bare_seconds, 2),

@@ -1,9 +1,19 @@
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.task_prerun.connect
+def _drop_broken_connections(**kwargs):
+    """What Django does at each web request, at each task: keep the database
+    connection (CELERY_DB_REUSE_MAX) unless it broke or outlived CONN_MAX_AGE."""
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        connection.close_if_unusable_or_obsolete()

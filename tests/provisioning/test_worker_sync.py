@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
@@ -193,3 +194,25 @@ def test_a_decision_made_while_redis_is_down_reaches_the_cluster(
     # Once the broker is back, the beat's sweep queues it.
     wait_for(lambda: in_sync(vision), timeout=20, interval=0.3, every=actions.sweep)
     assert hard(cluster, "vision") == caps("2")
+
+
+def test_a_worker_whose_database_connection_was_cut_carries_on(workers, cluster, demo_flavors):
+    if connection.vendor != "postgresql":
+        pytest.skip("cutting a connection takes PostgreSQL's pg_terminate_backend")
+    workers.start()
+    vision, nlp = TeamFactory(slug="vision"), TeamFactory(slug="nlp")
+    approve_now(vision, demo_flavors["h100"], gpus=2)
+    wait_for(lambda: in_sync(vision))
+
+    # The worker keeps its connection between tasks; cut it, as a database
+    # restart or a proxy timeout would.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchall(), "the worker had a connection to cut"
+    approve_now(nlp, demo_flavors["h100"], gpus=3)
+
+    wait_for(lambda: in_sync(nlp), timeout=20, interval=0.3, every=actions.sweep)
+    assert hard(cluster, "nlp") == caps("3")

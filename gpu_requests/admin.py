@@ -111,19 +111,7 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     date_hierarchy = "starts_at"
     # A request changes only through the actions (below, and in the portal):
     # editing its period or count here would skip the capacity check and the audit.
-    readonly_fields = [
-        "team",
-        "flavor",
-        "gpus",
-        "starts_at",
-        "ends_at",
-        "justification",
-        "status",
-        "estimated_cost",
-        "requested_by",
-        "created_at",
-        "updated_at",
-    ]
+    readonly_fields = [field.name for field in QuotaRequest._meta.fields]
     inlines = [AuditEventInline]
     actions = [
         _transition("approve", "approved"),

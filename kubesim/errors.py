@@ -180,9 +180,6 @@ class BadRequest(ApiError):
     code = 400
     reason = "BadRequest"
 
-    def __init__(self, message: str):
-        super().__init__(message)
-
 
 class MethodNotAllowed(ApiError):
     code = 405
@@ -208,9 +205,6 @@ class UnsupportedMediaType(ApiError):
 class Expired(ApiError):
     code = 410
     reason = "Expired"
-
-    def __init__(self, message: str):
-        super().__init__(message)
 
 
 class TooManyRequests(ApiError):

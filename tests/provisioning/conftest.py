@@ -26,8 +26,9 @@ from provisioning import kube
 from provisioning.models import TeamSync
 
 ROOT = Path(__file__).resolve().parents[2]
-# A Redis database of its own, so leftovers of other suites never reach our workers.
-REDIS_DB = 13
+# A Redis database of its own, so leftovers of other suites never reach our workers
+# (PORTAL_TEST_REDIS_DB lets suites that run side by side on one Redis keep apart).
+REDIS_DB = int(os.environ.get("PORTAL_TEST_REDIS_DB", "13"))
 
 # The demo cluster's GPU pools, as flavors select them (kubesim/clusters/demo.yaml).
 DEMO_FLAVORS = {

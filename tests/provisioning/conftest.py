@@ -214,6 +214,9 @@ def _use_broker(app, url):
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
+    # The demo's SQLite broker names its transport; any other URL names its own.
+    sqlite = url is not None and url.startswith("sqlite:///")
+    app.conf.broker_transport = "portal.broker:Transport" if sqlite else None
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ Views, the API, the Django admin and Celery tasks all call these.
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from gpu_requests import emails, hooks
 from gpu_requests.models import (
+    MAX_TEXT_LENGTH,
     AuditEvent,
     Flavor,
     Membership,
@@ -167,10 +167,8 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
             errors["ends_at"] = ["The end must be after the start."]
         elif ends_at is not None and ends_at - starts_at > MAX_PERIOD:
             errors["ends_at"] = ["A request covers at most 366 days; ask again to extend it."]
-    if justification is not None and len(justification) > settings.QUOTA_MAX_JUSTIFICATION:
-        errors["justification"] = [
-            f"Keep the justification to {settings.QUOTA_MAX_JUSTIFICATION:,} characters."
-        ]
+    if justification is not None and len(justification) > MAX_TEXT_LENGTH:
+        errors["justification"] = [f"Keep the justification to {MAX_TEXT_LENGTH:,} characters."]
     return errors
 
 

@@ -238,8 +238,6 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 
-# Requests longer than this are refused; open-ended requests are allowed.
-QUOTA_MAX_JUSTIFICATION = 2000
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

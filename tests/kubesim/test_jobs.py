@@ -48,6 +48,11 @@ def restarted_or_gone(k, ns, name, restarts):
     return bool(statuses) and statuses[0].restart_count >= restarts
 
 
+def deleting(pods):
+    """The pods, once the first is being deleted (checked on one LIST's answer)."""
+    return pods if pods and pods[0].metadata.deletion_timestamp else None
+
+
 def running(k, ns, name, count=1):
     return wait_for(
         lambda: len([p for p in pods_of(k, ns, name) if p.status.phase == "Running"]) == count
@@ -148,9 +153,7 @@ def test_suspend_deletes_pods_and_resume_resets_the_start_time(k):
     first_start = read(k, ns, "window").status.start_time
     k.advance(300)
     k.batch.patch_namespaced_job("window", ns, {"spec": {"suspend": True}})
-    (leaving,) = wait_for(
-        lambda: pods_of(k, ns, "window")[0].metadata.deletion_timestamp and pods_of(k, ns, "window")
-    )
+    (leaving,) = wait_for(lambda: deleting(pods_of(k, ns, "window")))
     assert leaving.metadata.finalizers is None  # deleted by the controller: never counted
     k.advance(31)
     wait_for(lambda: not pods_of(k, ns, "window"))

@@ -2,7 +2,7 @@
 
 from cluster import actions
 from cluster.models import FlavorCapacity, GpuNode
-from tests.provisioning.conftest import DEMO_FLAVORS
+from tests.provisioning.conftest import DEMO_FLAVORS, wait_for
 
 
 def devices():
@@ -39,12 +39,18 @@ def test_cordoned_nodes_do_not_count(cluster, demo_flavors):
         body={"spec": {"unschedulable": True}},
         content_type="application/merge-patch+json",
     )
+    # The node lifecycle controller taints a cordoned node, as Kubernetes does
+    # (TaintNodesByCondition); read the inventory once it has.
+    wait_for(lambda: len(cluster.get("Node", "gpu-h100-0")["spec"].get("taints") or []) == 2)
     actions.record_inventory()
     assert devices()["h100"] == 8
     node = GpuNode.objects.get(name="gpu-h100-0")
     assert node.cordoned
     assert node.pool == "h100"
-    assert node.taint_labels == ["nvidia.com/gpu:NoSchedule"]
+    assert node.taint_labels == [
+        "nvidia.com/gpu:NoSchedule",
+        "node.kubernetes.io/unschedulable:NoSchedule",
+    ]
 
 
 def test_pods_on_a_flavors_nodes_count_as_allocated(cluster, demo_flavors):

@@ -8,11 +8,11 @@ was created but not yet written (JSONDecodeError) and died.
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from portal import broker as demo_broker
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_PRODUCER = 1500
@@ -29,17 +29,6 @@ with app.connection_for_write() as connection, app.producer_or_acquire() as prod
         app.send_task("tests.record_delivery", (path, f"{name}-{n}"), producer=producer)
 print("sent", count)
 """
-
-
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not after {timeout}s: {what}")
-        time.sleep(0.2)
 
 
 def test_two_producers_and_a_worker_lose_nothing(tmp_path):
@@ -61,7 +50,7 @@ def test_two_producers_and_a_worker_lose_nothing(tmp_path):
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        wait_until(lambda: "ready." in worker_log.read_text(), 60, "worker ready")
+        wait_for(lambda: "ready." in worker_log.read_text(), timeout=60)
         producers = [
             subprocess.Popen(
                 [sys.executable, "-c", PRODUCE, broker, str(deliveries), name, str(PER_PRODUCER)],
@@ -82,7 +71,7 @@ def test_two_producers_and_a_worker_lose_nothing(tmp_path):
             lines = deliveries.read_text().splitlines()
             return lines if len(lines) >= total else None
 
-        lines = wait_until(all_delivered, 300, f"{total} deliveries")
+        lines = wait_for(all_delivered, timeout=300)
         assert worker.poll() is None, worker_log.read_text()[-3000:]
     finally:
         worker.terminate()

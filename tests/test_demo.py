@@ -6,8 +6,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,17 +17,6 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return str(sock.getsockname()[1])
-
-
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not after {timeout}s: {what}")
-        time.sleep(0.2)
 
 
 def children(pid):
@@ -81,19 +71,16 @@ def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
         )  # fmt: skip
     started = []
     try:
-        wait_until(lambda: "Press Ctrl-C to stop." in console.read_text(), 180, "demo started")
-        first = wait_until(lambda: worker_pid(runner), 30, "a worker")
+        wait_for(lambda: "Press Ctrl-C to stop." in console.read_text(), timeout=180)
+        first = wait_for(lambda: worker_pid(runner), timeout=30)
         started = list(children(runner.pid))
         os.kill(first, signal.SIGKILL)
-        line = wait_until(
+        line = wait_for(
             lambda: next((x for x in console.read_text().splitlines() if "restarting" in x), None),
-            30,
-            "a restart line",
+            timeout=30,
         )
         assert "worker killed by SIGKILL; restarting it" in line
-        second = wait_until(
-            lambda: (pid := worker_pid(runner)) != first and pid, 60, "a new worker"
-        )
+        second = wait_for(lambda: (pid := worker_pid(runner)) != first and pid, timeout=60)
         assert runner.poll() is None  # the rest of the demo stayed up
         started = list(children(runner.pid))
 

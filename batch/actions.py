@@ -445,22 +445,12 @@ def _apply(job, result, windows):
         "explanation": explanation,
         "estimated_cost": cost,
     }
-    if job.status == Status.QUEUED:
-        _move(
-            job,
-            to=Status.PLANNED,
-            allowed_from=[Status.QUEUED],
-            action="plan",
-            reason=explanation,
-            **fields,
-        )
-        return True
     same = (job.window_id, job.opens_at, job.planned_start) == (
         slot.window_id,
         slot.opens_at,
         placement.starts_at,
     )
-    if same:
+    if job.status == Status.PLANNED and same:
         if job.explanation != explanation:
             BatchJob.objects.filter(pk=job.pk, status=Status.PLANNED).update(
                 explanation=explanation
@@ -469,8 +459,8 @@ def _apply(job, result, windows):
     _move(
         job,
         to=Status.PLANNED,
-        allowed_from=[Status.PLANNED],
-        action="replan",
+        allowed_from=[job.status],
+        action="plan" if job.status == Status.QUEUED else "replan",
         reason=explanation,
         **fields,
     )

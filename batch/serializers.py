@@ -6,6 +6,7 @@ from datetime import time
 from rest_framework import serializers
 
 from batch import validation
+from batch.actions import JOB_FIELDS
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor
@@ -180,16 +181,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "team",
-            "name",
             "flavor",
-            "image",
-            "gpus",
-            "parallelism",
-            "completions",
-            "expected_runtime_minutes",
-            "max_runtime_minutes",
-            "spot_allowed",
-            "priority",
+            *JOB_FIELDS,
             "status",
             "planned_start",
             "estimated_cost",
@@ -209,9 +202,6 @@ class JobDetailSerializer(JobSerializer):
     class Meta(JobSerializer.Meta):
         fields = [
             *JobSerializer.Meta.fields,
-            "command",
-            "args",
-            "env",
             "window",
             "occurrence",
             "planned_end",

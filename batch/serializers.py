@@ -3,6 +3,8 @@
 
 from datetime import time
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from batch import validation
@@ -13,6 +15,7 @@ from gpu_requests.models import Flavor
 from gpu_requests.serializers import AwareDateTimeField
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class HourMinuteField(serializers.Field):
     default_error_messages = {"invalid": "{message}"}
 
@@ -193,6 +196,18 @@ class JobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class OccurrenceRefSerializer(serializers.Serializer):
+    window = serializers.IntegerField()
+    window_name = serializers.CharField()
+    opens_at = serializers.DateTimeField()
+    closes_at = serializers.DateTimeField()
+
+
+class KubernetesJobSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    name = serializers.CharField(help_text="Deterministic: batch-<id>.")
+
+
 class JobDetailSerializer(JobSerializer):
     window = serializers.IntegerField(source="target_window_id", read_only=True)
     occurrence = serializers.SerializerMethodField()
@@ -218,6 +233,7 @@ class JobDetailSerializer(JobSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(OccurrenceRefSerializer(allow_null=True))
     def get_occurrence(self, job):
         if job.window_id is None:
             return None
@@ -228,6 +244,7 @@ class JobDetailSerializer(JobSerializer):
             "closes_at": serializers.DateTimeField().to_representation(job.closes_at),
         }
 
+    @extend_schema_field(KubernetesJobSerializer)
     def get_kubernetes_job(self, job):
         from batch.cluster import job_namespace
 

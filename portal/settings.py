@@ -281,6 +281,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "gpu_requests.models.QuotaRequest.Status",
         "SyncStatusEnum": "gpu_requests.serializers.SYNC_STATUS_CHOICES",
+        "BatchJobStatusEnum": "batch.models.BatchJob.Status",
     },
 }
 

@@ -314,7 +314,7 @@ def expire(quota_request):
 
 
 # Due requests move this many at a time: one transaction, four statements
-# and a sync mark per team, whatever the batch holds.
+# and the teams' sync marks (set-based too), whatever the batch holds.
 SWEEP_BATCH = 500
 
 
@@ -353,7 +353,7 @@ _SWEEP_TARGET = {Action.EXPIRE: Status.EXPIRED, Action.ACTIVATE: Status.ACTIVE}
 @transaction.atomic
 def _move_due(rows, *, action):
     """Move up to SWEEP_BATCH of `rows` by `action`; how many moved. Four queries
-    plus one sync mark per team."""
+    and what the quota-changed callbacks write for all the teams at once."""
     to = _SWEEP_TARGET[action]
     locked = list(
         rows.select_for_update(skip_locked=True)
@@ -376,8 +376,7 @@ def _move_due(rows, *, action):
         )
         for pk, team_id, from_status in locked
     )
-    for team_id in sorted({team_id for _, team_id, _ in locked}):
-        hooks.quota_changed(team_id)
+    hooks.quota_changed_many(team_id for _, team_id, _ in locked)
     return len(locked)
 
 

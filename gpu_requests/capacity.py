@@ -20,8 +20,8 @@ Registering another source (in the app's `AppConfig.ready()`):
 
 A source returns its reservations of those flavors meeting
 `[starts_at, ends_at)` (`ends_at` None: open-ended), in a fixed number of
-queries. Its `pk` values must not collide with quota requests' (use negative
-numbers or a `source` name), and `team_id` may be None.
+queries, each naming its holder in `source` (so its `pk` values need not
+differ from quota requests'); `team_id` may be None.
 """
 
 from bisect import bisect_left, bisect_right

@@ -88,7 +88,9 @@ def dashboard(request):
         "panels": panels,
         "page": page,
         # Names only, for the filter: no model instance per team.
-        "all_teams": actions.teams_for(request.user).values_list("slug", "name") if reviewer else [],
+        "all_teams": actions.teams_for(request.user).values_list("slug", "name")
+        if reviewer
+        else [],
         "query": urlencode({"team": selected}) if selected else "",
         "selected": selected,
         "show_filter": reviewer,
@@ -318,7 +320,7 @@ def _upcoming():
 def _shown_ids(request):
     """The request ids of the queue page the decision was made on (its `shown` field)."""
     ids = set()
-    for part in request.POST.get("shown", "").split(",")[:QUEUE_PAGE_SIZE * 2]:
+    for part in request.POST.get("shown", "").split(",")[: QUEUE_PAGE_SIZE * 2]:
         if part.strip().isdigit() and len(part.strip()) < 12:
             ids.add(int(part))
     return ids

@@ -266,16 +266,17 @@ def test_the_sweep_is_set_based_one_event_per_request_one_mark_per_team(
     generations = dict(TeamSync.objects.values_list("team_id", "generation"))
     later = timezone.now() + timedelta(minutes=2)
     # Expiry: savepoint, an empty locked read, release. Activation: savepoint, locked read,
-    # one UPDATE, one INSERT of the events, release; and each team's sync mark (four
-    # statements in provisioning's callback, a savepoint around two), whatever the count.
-    with django_assert_num_queries(3 + 5 + 4 * 3):
+    # one UPDATE, one INSERT of the events, release; and the teams' sync marks in one go
+    # (provisioning's set-based callback: savepoint, INSERT of missing rows, UPDATE, release).
+    with django_assert_num_queries(3 + 5 + 4):
         moved = actions.advance_lifecycle(now=later)
     assert moved == {"expired": 0, "activated": 9}
     assert QuotaRequest.objects.filter(status=Status.ACTIVE).count() == 9
     events = AuditEvent.objects.filter(action=AuditEvent.Action.ACTIVATE)
-    assert sorted(events.values_list("quota_request__team__slug", flat=True)) == ["t0"] * 3 + [
-        "t1"
-    ] * 3 + ["t2"] * 3
+    assert (
+        sorted(events.values_list("quota_request__team__slug", flat=True))
+        == ["t0"] * 3 + ["t1"] * 3 + ["t2"] * 3
+    )
     assert set(events.values_list("from_status", "to_status", "actor")) == {
         ("approved", "active", None)
     }

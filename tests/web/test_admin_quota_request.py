@@ -13,7 +13,9 @@ from tests.factories import submit
 @pytest.fixture
 def admin_client(client, admin_user):
     admin_user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["change_quotarequest", "delete_quotarequest", "view_auditevent"])
+        *Permission.objects.filter(
+            codename__in=["change_quotarequest", "delete_quotarequest", "view_auditevent"]
+        )
     )
     client.force_login(admin_user)
     return client

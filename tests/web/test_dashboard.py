@@ -199,7 +199,7 @@ def test_it_lists_the_first_five_pending_requests_and_counts_them(login, alice, 
     for days in range(7, 0, -1):
         submit(vision, h100, alice, gpus=1, starts_at=next_week(days=days))
     page = login(alice).get(URL).content.decode()
-    assert "Pending requests <span class=\"muted\">(7)</span>" in page
+    assert 'Pending requests <span class="muted">(7)</span>' in page
     assert page.count('class="badge status-pending"') == 5
     assert "The first 5 of 7." in page
 

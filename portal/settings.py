@@ -8,6 +8,7 @@ message that names it.
 
 import os
 import tempfile
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -57,6 +58,15 @@ def env_decimal(name, default):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a decimal number") from None
 
 
+def env_rate(name, default):
+    """A rate as DRF's throttles take it: `100/min` (per sec, min, hour or day)."""
+    raw = os.environ.get(name) or default
+    count, _, period = raw.partition("/")
+    if not count.isdigit() or period not in ("s", "sec", "m", "min", "h", "hour", "d", "day"):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate like 100/min")
+    return raw
+
+
 def env_list(name, default):
     raw = os.environ.get(name)
     if raw is None:
@@ -67,7 +77,14 @@ def env_list(name, default):
 def env_database(name, default):
     raw = os.environ.get(name) or default
     try:
-        config = dj_database_url.parse(raw, conn_max_age=60)
+        config = dj_database_url.parse(
+            raw,
+            # Seconds a process keeps its connection; 0 closes it after every
+            # request. Each gunicorn worker thread and Celery worker holds at
+            # most one, so PostgreSQL sees at most workers x threads.
+            conn_max_age=env_int("PORTAL_CONN_MAX_AGE", 60, minimum=0),
+            conn_health_checks=env_bool("PORTAL_CONN_HEALTH_CHECKS", True),
+        )
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a database URL: {exc}") from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -83,11 +100,29 @@ def env_database(name, default):
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG and os.environ.get("PORTAL_REQUIRE_SECRET"):
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set")
-    SECRET_KEY = "insecure-demo-key-set-DJANGO_SECRET_KEY-in-production"
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false; make one with "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    SECRET_KEY = "insecure-debug-key-set-DJANGO_SECRET_KEY-in-production"
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# Served over HTTPS by a proxy (the Ingress) that terminates TLS and sets
+# X-Forwarded-Proto: secure cookies, redirect plain HTTP, HSTS.
+PORTAL_HTTPS = env_bool("PORTAL_HTTPS", False)
+if PORTAL_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Kubelet probes and Prometheus scrape the pod over plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("PORTAL_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("PORTAL_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("PORTAL_HSTS_PRELOAD", True)
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -105,13 +140,19 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "django_htmx",
     "template_partials",
+    "axes",
+    "django_prometheus",
     "gpu_requests",
     "billing",
     "provisioning",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "portal.logs.RequestLogMiddleware",
+    "portal.edge.RefuseBadInput",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -120,7 +161,27 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+
+# Pages load scripts and styles from /static/ only; the bars' widths are the
+# only inline styles (attributes). htmx's own indicator <style> is turned off
+# in base.html and lives in portal.css.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -143,10 +204,35 @@ TEMPLATES = [
 DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Shared by every process (API throttling counts): Redis in production; with
+# nothing set, each process counts on its own.
+PORTAL_CACHE_URL = env_str("PORTAL_CACHE_URL", "")
+if PORTAL_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": PORTAL_CACHE_URL,
+        }
+    }
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # Counts failed logins and refuses them past the limit (before the check).
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Past PORTAL_LOGIN_FAILURE_LIMIT failures for one username, or from one
+# address, logins are refused (429) for PORTAL_LOGIN_COOLOFF_MINUTES.
+AXES_FAILURE_LIMIT = env_int("PORTAL_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("PORTAL_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -218,6 +304,8 @@ PORTAL_RBAC_GROUP_TEMPLATE = env_str("PORTAL_RBAC_GROUP_TEMPLATE", "gpu-team-{sl
 if "{slug}" not in PORTAL_RBAC_GROUP_TEMPLATE:
     raise ImproperlyConfigured("PORTAL_RBAC_GROUP_TEMPLATE must contain {slug}")
 PORTAL_RBAC_USER_PREFIX = env_str("PORTAL_RBAC_USER_PREFIX", "oidc:")
+# /readyz gives each of its checks (database, broker, cluster) this many seconds.
+PORTAL_READY_TIMEOUT = env_int("PORTAL_READY_TIMEOUT", 2, minimum=1)
 # A worker's claim on a team's sync runs out after this many seconds (if it died).
 PORTAL_SYNC_LEASE = env_int("PORTAL_SYNC_LEASE", 60, minimum=1)
 PORTAL_SYNC_SWEEP_INTERVAL = env_int("PORTAL_SYNC_SWEEP_INTERVAL", 5, minimum=1)
@@ -247,9 +335,17 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["portal.api.JSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_rate("PORTAL_API_RATE_ANON", "60/min"),
+        "user": env_rate("PORTAL_API_RATE_USER", "1200/min"),
+    },
+    "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "gpu_requests.api.exception_handler",
 }
@@ -270,9 +366,33 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# One line per request (portal.requests) and per task (portal.tasks); JSON
+# objects, one per line, with PORTAL_LOG_FORMAT=json.
+PORTAL_LOG_FORMAT = env_str("PORTAL_LOG_FORMAT", "text")
+if PORTAL_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"PORTAL_LOG_FORMAT={PORTAL_LOG_FORMAT!r} must be text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": PORTAL_LOG_FORMAT},
+    },
     "root": {"handlers": ["console"], "level": env_str("PORTAL_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # portal.requests has a line for every 4xx already; Django's own would
+        # add a traceback to an expected 403. Server errors still come here.
+        "django.request": {"level": "ERROR"},
+        # A line per login and logout otherwise; lockouts are warnings.
+        "axes": {"level": "WARNING"},
+    },
 }
+# The worker logs through LOGGING too, instead of Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -10,8 +10,8 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 
+from cluster import kube
 from portal.celery import app as celery_app
-from provisioning import kube
 
 
 def healthz(request):

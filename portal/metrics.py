@@ -35,7 +35,7 @@ class PortalCollector:
             "1 while the team's last sync attempt failed.",
             labels=["team"],
         )
-        rows = TeamSync.objects.filter(archived_at=None).values_list(
+        rows = TeamSync.objects.filter(team__archived_at=None).values_list(
             "team__slug", "status", "queued_at", "generation", "synced_generation"
         )
         oldest = 0.0

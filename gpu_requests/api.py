@@ -14,7 +14,6 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import mixins, status, viewsets
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -70,9 +69,6 @@ ERROR_409 = OpenApiResponse(
 
 
 class APIViewSetMixin:
-    # Token first: its WWW-Authenticate header makes DRF answer anonymous
-    # callers 401 rather than 403, whichever scheme they meant to use.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
     pagination_class = Pagination
 
 

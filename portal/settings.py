@@ -143,6 +143,7 @@ INSTALLED_APPS = [
     "axes",
     "django_prometheus",
     "gpu_requests",
+    "accounts",
     "cluster",
     "billing",
     "provisioning",
@@ -332,9 +333,11 @@ CELERY_BEAT_SCHEDULE |= {
 QUOTA_MAX_JUSTIFICATION = 2000
 
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes DRF answer anonymous
+    # callers 401 rather than 403, whichever scheme they meant to use.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.PersonalOrAdminTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",

@@ -10,6 +10,7 @@ urlpatterns = [
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("account/", include("accounts.urls")),
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its setup script as a file: no inline script for the CSP.

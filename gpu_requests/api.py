@@ -127,7 +127,9 @@ class QuotaRequestViewSet(
     lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
-        requests = QuotaRequest.objects.filter(team__in=actions.teams_for(self.request.user))
+        requests = QuotaRequest.objects.all()
+        if not actions.can_review(self.request.user):
+            requests = requests.filter(team__memberships__user=self.request.user)
         requests = requests.select_related("team", "flavor", "requested_by")
         if self.action == "list":
             return self._filter(requests)

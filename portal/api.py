@@ -58,6 +58,18 @@ class Pagination(LimitOffsetPagination):
     def get_offset(self, request):
         return self._whole_number(request, "offset", 0, self.max_offset, 0)
 
+    def paginate_queryset(self, queryset, request, view=None):
+        """DRF's, but a first page is read before counting: when it is also the
+        last one, its length is the count (one query instead of two)."""
+        limit = self.get_limit(request)
+        if limit is None or self.get_offset(request) > 0:
+            return super().paginate_queryset(queryset, request, view)
+        results = list(queryset[:limit])
+        if len(results) == limit:
+            return super().paginate_queryset(queryset, request, view)
+        self.request, self.limit, self.offset, self.count = request, limit, 0, len(results)
+        return results
+
     def get_schema_operation_parameters(self, view):
         limit, offset = super().get_schema_operation_parameters(view)
         limit["schema"] |= {"minimum": 1, "maximum": self.max_limit}

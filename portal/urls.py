@@ -12,6 +12,8 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("accounts.urls")),
     path("api/v1/", include("gpu_requests.api_urls")),
+    path("api/v1/", include("batch.api_urls")),
+    path("batch/", include("batch.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its setup script as a file: no inline script for the CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),

@@ -7,10 +7,12 @@ message that names it.
 """
 
 import os
+import re
 import tempfile
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -142,6 +144,7 @@ INSTALLED_APPS = [
     "template_partials",
     "axes",
     "django_prometheus",
+    "mozilla_django_oidc",
     "gpu_requests",
     "accounts",
     "cluster",
@@ -199,6 +202,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.sign_in",
             ],
         },
     },
@@ -224,10 +228,61 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Single sign-on (OpenID Connect, accounts/oidc.py): on when OIDC_RP_CLIENT_ID
+# is set. The provider's endpoints are given, not discovered at start-up.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_OP_LOGOUT_ENDPOINT = env_str("OIDC_OP_LOGOUT_ENDPOINT", "")
+if OIDC_RP_CLIENT_ID:
+    _missing = [
+        name
+        for name in (
+            "OIDC_RP_CLIENT_SECRET",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_USER_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+        )
+        if not globals()[name]
+    ]
+    if _missing:
+        raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set: set {', '.join(_missing)} too")
+OIDC_STORE_ID_TOKEN = True
+OIDC_OP_LOGOUT_URL_METHOD = "accounts.oidc.logout_url"
+PORTAL_OIDC_NAME = env_str("PORTAL_OIDC_NAME", "single sign-on")
+PORTAL_OIDC_USERNAME_CLAIM = env_str("PORTAL_OIDC_USERNAME_CLAIM", "preferred_username")
+# Groups claim -> platform admins, and -> team memberships: the regex names the
+# team's slug (`team`) and, if it matches, the manager role (`role`).
+PORTAL_OIDC_ADMIN_GROUPS = env_list("PORTAL_OIDC_ADMIN_GROUPS", [])
+PORTAL_OIDC_TEAM_GROUP_REGEX = env_str(
+    "PORTAL_OIDC_TEAM_GROUP_REGEX", r"gpu-team-(?P<team>[a-z0-9-]+?)(?:-(?P<role>manager))?"
+)
+try:
+    if "team" not in re.compile(PORTAL_OIDC_TEAM_GROUP_REGEX).groupindex:
+        raise ImproperlyConfigured("PORTAL_OIDC_TEAM_GROUP_REGEX needs a (?P<team>...) group")
+except re.error as exc:
+    raise ImproperlyConfigured(f"PORTAL_OIDC_TEAM_GROUP_REGEX is not a regex: {exc}") from None
+# Username and password logins (the demo's); false leaves single sign-on only.
+PORTAL_LOCAL_LOGIN = env_bool("PORTAL_LOCAL_LOGIN", True)
+if not PORTAL_LOCAL_LOGIN and not OIDC_RP_CLIENT_ID:
+    raise ImproperlyConfigured("PORTAL_LOCAL_LOGIN=false needs single sign-on (OIDC_RP_CLIENT_ID)")
+if OIDC_OP_LOGOUT_ENDPOINT:
+    # Logging out posts here and is redirected to the provider: a form's
+    # redirect is bound by form-action too.
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        "{0.scheme}://{0.netloc}".format(urlsplit(OIDC_OP_LOGOUT_ENDPOINT))
+    )
 AUTHENTICATION_BACKENDS = [
     # Counts failed logins and refuses them past the limit (before the check).
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    *(["accounts.oidc.PortalOIDCBackend"] if OIDC_RP_CLIENT_ID else []),
+    *(["django.contrib.auth.backends.ModelBackend"] if PORTAL_LOCAL_LOGIN else []),
 ]
 # Past PORTAL_LOGIN_FAILURE_LIMIT failures for one username, or from one
 # address, logins are refused (429) for PORTAL_LOGIN_COOLOFF_MINUTES.

@@ -372,3 +372,31 @@ def test_kubectl_logs_and_delete_as_people_type_them(k):
     assert deleted.returncode == 0, deleted.stderr
     row = kubectl(k, "get", "pod", "web", "-n", ns, "--no-headers").stdout.split()
     assert row[2] == "Terminating"
+
+
+@pytest.mark.skipif(not KUBECTL.exists(), reason="kubectl wheel not installed")
+def test_kubectl_drain_cordons_and_evicts_through_the_eviction_api(k):
+    ns = k.namespace()
+    k.core.create_namespaced_pod(
+        ns, pod("web", annotations={"kubesim.io/duration": "1h"}, node_selector=CPU_NODE)
+    )
+    running_pod(k, ns, "web")
+    drain = subprocess.Popen(
+        [str(KUBECTL), "--kubeconfig", k.sim.kubeconfig_path, "drain", "cpu-0", "--force"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        evicted = wait_for(
+            lambda: (p := k.core.read_namespaced_pod("web", ns)).metadata.deletion_timestamp and p,
+            timeout=20,
+        )
+        assert condition(evicted, "DisruptionTarget").reason == "EvictionByEvictionAPI"
+        k.advance(31)  # drain waits for the pod to be gone
+        out, err = drain.communicate(timeout=30)
+    finally:
+        drain.kill()
+    assert drain.returncode == 0, err
+    assert "pod/web evicted" in out and "node/cpu-0 drained" in out
+    assert k.core.read_node("cpu-0").spec.unschedulable

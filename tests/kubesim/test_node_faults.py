@@ -14,7 +14,15 @@ from kubernetes.client.rest import ApiException
 
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
-from tests.kubesim.simhelpers import Clients, job, pod, wait_for
+from tests.kubesim.simhelpers import (
+    Clients,
+    condition,
+    job,
+    pod,
+    pod_gone,
+    running_pod,
+    wait_for,
+)
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
@@ -44,24 +52,6 @@ def post(k, path, body):
 
 def taints(k, node):
     return [(t.key, t.effect) for t in k.core.read_node(node).spec.taints or []]
-
-
-def running_pod(k, ns, name):
-    return wait_for(
-        lambda: (p := k.core.read_namespaced_pod(name, ns)).status.phase == "Running" and p
-    )
-
-
-def condition(obj, kind):
-    return next((c for c in obj.status.conditions or [] if c.type == kind), None)
-
-
-def gone(k, ns, name):
-    try:
-        k.core.read_namespaced_pod(name, ns)
-    except ApiException as error:
-        return error.status == 404
-    return False
 
 
 def test_an_unreachable_node_is_tainted_skipped_and_its_pods_evicted_after_300s(k):
@@ -105,7 +95,7 @@ def test_an_unreachable_node_is_tainted_skipped_and_its_pods_evicted_after_300s(
     k.advance(60)
     assert k.core.read_namespaced_pod("web", ns).status.phase == "Running"
     post(k, "cpu-0/condition", {"status": "True"})
-    assert wait_for(lambda: gone(k, ns, "web"))
+    assert wait_for(lambda: pod_gone(k, ns, "web"))
     assert wait_for(lambda: taints(k, "cpu-0") == [])
 
 
@@ -187,7 +177,7 @@ def test_pods_of_a_deleted_node_are_garbage_collected(k):
         "PodGC: node no longer exists",
     )
     # The Job's pod is counted as failed before it goes (its finalizer holds it).
-    assert wait_for(lambda: gone(k, ns, trained.metadata.name))
+    assert wait_for(lambda: pod_gone(k, ns, trained.metadata.name))
     assert k.batch.read_namespaced_job("train", ns).status.failed == 1
 
 

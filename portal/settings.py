@@ -69,6 +69,25 @@ def env_rate(name, default):
     return raw
 
 
+_QUALIFIED_NAME = (
+    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+
+
+def env_metadata(name, *, labels):
+    """`key=value,...` as Kubernetes labels (or annotations: any value)."""
+    result = {}
+    for item in env_list(name, []):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        bad_value = labels and not re.fullmatch(_LABEL_VALUE, value)
+        if not sep or not re.fullmatch(_QUALIFIED_NAME, key) or bad_value:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a valid key=value")
+        result[key] = value
+    return result
+
+
 def env_list(name, default):
     raw = os.environ.get(name)
     if raw is None:
@@ -352,6 +371,10 @@ PORTAL_KUBE_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT", 10, minimum=1)
 PORTAL_KUBE_RETRIES = env_int("PORTAL_KUBE_RETRIES", 2, minimum=0)
 PORTAL_KUBE_FIELD_MANAGER = env_str("PORTAL_KUBE_FIELD_MANAGER", "gpu-portal")
 PORTAL_NAMESPACE_PREFIX = env_str("PORTAL_NAMESPACE_PREFIX", "")
+# Labels and annotations every team namespace gets (e.g. for a NetworkPolicy
+# or cost-allocation controller): "key=value,key2=value2".
+PORTAL_NAMESPACE_LABELS = env_metadata("PORTAL_NAMESPACE_LABELS", labels=True)
+PORTAL_NAMESPACE_ANNOTATIONS = env_metadata("PORTAL_NAMESPACE_ANNOTATIONS", labels=False)
 PORTAL_RBAC_CLUSTER_ROLE = env_str("PORTAL_RBAC_CLUSTER_ROLE", "edit")
 PORTAL_RBAC_SUBJECTS = env_str("PORTAL_RBAC_SUBJECTS", "group")
 if PORTAL_RBAC_SUBJECTS not in ("group", "users"):

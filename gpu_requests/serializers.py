@@ -14,6 +14,7 @@ from gpu_requests.models import (
     SyncStatus,
     Team,
 )
+from portal.api import ErrorSerializer
 
 
 class TeamSyncSerializer(serializers.Serializer):
@@ -155,7 +156,10 @@ class ReasonSerializer(serializers.Serializer):
 
 class AuditEventSerializer(serializers.ModelSerializer):
     actor = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, help_text="Null when the system acted."
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="Null when the system acted.",
     )
 
     class Meta:
@@ -198,12 +202,13 @@ class QuotaRequestDetailSerializer(QuotaRequestSerializer):
         read_only_fields = fields
 
 
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-
-
 class CapacityErrorSerializer(ErrorSerializer):
-    flavor = serializers.CharField(help_text="Slug of the flavor that is full.")
-    peak = serializers.IntegerField(help_text="GPUs already reserved at the busiest moment.")
-    capacity = serializers.IntegerField()
-    requested = serializers.IntegerField()
+    """Either kind of 409 of an approval: a status conflict has only `detail`;
+    a capacity conflict has the other fields too."""
+
+    flavor = serializers.CharField(required=False, help_text="Slug of the flavor that is full.")
+    peak = serializers.IntegerField(
+        required=False, help_text="GPUs already reserved at the busiest moment."
+    )
+    capacity = serializers.IntegerField(required=False)
+    requested = serializers.IntegerField(required=False)

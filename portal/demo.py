@@ -9,6 +9,7 @@ them all.
 """
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -30,6 +31,14 @@ def manage(*args, **env):
     subprocess.run(
         [sys.executable, "manage.py", *args], cwd=BASE_DIR, check=True, env={**os.environ, **env}
     )
+
+
+def demo_secret_key():
+    """The demo's own key, made once per checkout (production must set one)."""
+    path = VAR_DIR / "demo-secret-key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
 
 
 def say(message):
@@ -119,6 +128,7 @@ def main():
     os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
     VAR_DIR.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
     from django.conf import settings
 
     from portal import broker

@@ -4,6 +4,14 @@ import pytest
 
 from batch import actions
 from batch.models import ImageRule
+from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
+    cluster,
+    demo_flavors,
+    eager,
+    kubesim,
+    redis_url,
+    workers,
+)
 
 
 @pytest.fixture

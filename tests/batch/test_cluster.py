@@ -2,7 +2,6 @@
 created suspended at planning, released with a deadline, status by watch,
 FailedCreate and log tail on the job, cancel deletes the Job."""
 
-from datetime import time as clock_time
 from datetime import timedelta
 
 import pytest
@@ -13,19 +12,13 @@ from batch import cluster as batch_cluster
 from batch.models import BatchJob, ImageRule
 from gpu_requests.models import Membership
 from tests.factories import UserFactory, make_reviewer
-from tests.provisioning.conftest import (  # noqa: F401 (fixtures)
-    cluster,
-    demo_flavors,
-    eager,
-    kubesim,
-    wait_for,
-)
+from tests.provisioning.conftest import wait_for
 
 Status = BatchJob.Status
 
 
 @pytest.fixture
-def setup(transactional_db, kubesim, eager, demo_flavors):  # noqa: F811
+def setup(transactional_db, kubesim, eager, demo_flavors):
     from gpu_requests.models import Team
 
     ImageRule.objects.create(prefix="docker.io/library/")
@@ -71,7 +64,7 @@ def submit(setup, flavor, **overrides):
     )
 
 
-def advance(kubesim, seconds):  # noqa: F811
+def advance(kubesim, seconds):
     kubesim._call("POST", "/_sim/clock", {"advance": seconds})
 
 
@@ -79,7 +72,7 @@ def status_of(job):
     return BatchJob.objects.values_list("status", flat=True).get(pk=job.pk)
 
 
-def watch_until(job, wanted, kubesim, *, advance_by=0):  # noqa: F811
+def watch_until(job, wanted, kubesim, *, advance_by=0):
     def reached():
         batch_cluster.watch_jobs(seconds=1)
         return status_of(job) in wanted
@@ -93,7 +86,7 @@ def test_planned_job_is_created_suspended_then_released_and_succeeds(
     setup,
     demo_flavors,
     cluster,
-    kubesim,  # noqa: F811
+    kubesim,
 ):
     job = submit(setup, demo_flavors["h100"])
     actions.replan(reason="test")
@@ -135,7 +128,7 @@ def test_planned_job_is_created_suspended_then_released_and_succeeds(
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
 
 
-def test_an_overrun_ends_deadline_exceeded_at_the_close(setup, demo_flavors, cluster, kubesim):  # noqa: F811
+def test_an_overrun_ends_deadline_exceeded_at_the_close(setup, demo_flavors, cluster, kubesim):
     job = submit(setup, demo_flavors["h100"], annotations={"kubesim.io/duration": "3h"})
     actions.replan()
     batch_cluster.release_due()
@@ -146,7 +139,7 @@ def test_an_overrun_ends_deadline_exceeded_at_the_close(setup, demo_flavors, clu
     assert "deadline" in job.events.last().reason.lower()
 
 
-def test_a_failed_create_is_shown_on_the_job(setup, demo_flavors, cluster, kubesim):  # noqa: F811
+def test_a_failed_create_is_shown_on_the_job(setup, demo_flavors, cluster, kubesim):
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
     # A second quota someone added by hand: the job's pods are refused at creation.
@@ -171,7 +164,7 @@ def test_a_failed_create_is_shown_on_the_job(setup, demo_flavors, cluster, kubes
     assert status_of(job) == Status.RELEASED
 
 
-def test_cancel_deletes_the_job(setup, demo_flavors, cluster):  # noqa: F811
+def test_cancel_deletes_the_job(setup, demo_flavors, cluster):
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
     assert cluster.get("Job", f"batch-{job.pk}", "vision") is not None
@@ -183,7 +176,7 @@ def test_a_spot_reclaim_is_replaced_in_place_and_lost_minutes_recorded(
     setup,
     demo_flavors,
     cluster,
-    kubesim,  # noqa: F811
+    kubesim,
 ):
     job = submit(
         setup,

@@ -10,6 +10,7 @@ outbox), release at the planned start, and status read back by watch.
 import contextlib
 import logging
 import uuid
+from collections import defaultdict
 from datetime import timedelta
 
 from django.conf import settings
@@ -93,8 +94,10 @@ def sync_job(job_id, *, cluster=None):
     token = job_sync.claim(job_id, pending=job_sync.newer_generation())
     if token is None:
         return None
-    generation = JobSync.objects.values_list("generation", flat=True).get(job_id=job_id)
-    job = BatchJob.objects.select_related("team", "flavor", "window").get(pk=job_id)
+    row = JobSync.objects.select_related("job__team", "job__flavor", "job__window").get(
+        job_id=job_id
+    )
+    generation, job = row.generation, row.job
     cluster = cluster or kube.cluster()
     try:
         if job.status in (Status.CANCELLED, Status.PREEMPTED):
@@ -124,13 +127,33 @@ def sync_job(job_id, *, cluster=None):
     return done
 
 
+# Jobs synced per message: a window's opening releases thousands at once, and one
+# message each would cost more to publish than the API calls they carry.
+CHUNK = 25
+
+
 def changed(job_ids):
     """Jobs whose wanted Job changed, inside the caller's transaction: mark, queue on commit."""
-    job_ids = list(job_ids)
+    job_ids = sorted(job_ids)
     if not job_ids:
         return
     job_sync.mark_many(job_ids)
-    transaction.on_commit(lambda: job_sync.enqueue(job_ids))
+    transaction.on_commit(lambda: enqueue_chunks(job_ids))
+
+
+def enqueue_chunks(job_ids):
+    """Queue the syncs CHUNK jobs a message; a broker outage is logged (the sweep resends
+    one by one whatever is left)."""
+    from batch.tasks import sync_jobs
+
+    job_sync.rows(job_ids).update(queued_at=timezone.now())
+    for start in range(0, len(job_ids), CHUNK):
+        chunk = job_ids[start : start + CHUNK]
+        try:
+            sync_jobs.apply_async((chunk,), retry=False)
+        except Exception as exc:  # the broker's errors vary by transport
+            log.warning("could not queue syncs of %d jobs (the sweep will): %s", len(chunk), exc)
+            job_sync.rows(chunk).update(queued_at=None)
 
 
 # --- release ---
@@ -148,14 +171,18 @@ def release_due(now=None, *, limit=5000):
         )
         if not due:
             return []
+        # One UPDATE per (close, maximum runtime): the jobs of an occurrence share a
+        # close, so a burst costs a handful of statements, not one per job.
+        groups = defaultdict(list)
         for job in due:
             left = int((job.closes_at - now).total_seconds())
             job.deadline_seconds = max(1, min(job.max_runtime_minutes * 60, left))
+            groups[job.deadline_seconds].append(job.pk)
+        for deadline, group in groups.items():
+            BatchJob.objects.filter(pk__in=group, status=Status.PLANNED).update(
+                status=Status.RELEASED, released_at=now, updated_at=now, deadline_seconds=deadline
+            )
         ids = [job.pk for job in due]
-        BatchJob.objects.bulk_update(due, ["deadline_seconds"])
-        BatchJob.objects.filter(pk__in=ids, status=Status.PLANNED).update(
-            status=Status.RELEASED, released_at=now, updated_at=now
-        )
         BatchJobEvent.objects.bulk_create(
             BatchJobEvent(
                 job=job,

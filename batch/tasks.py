@@ -30,6 +30,18 @@ def sync_job(self, job_id):
         return None  # shown on the job's page; retrying cannot help
 
 
+@shared_task(name="batch.sync_jobs", acks_late=True)
+def sync_jobs(job_ids):
+    """Several jobs' syncs in a row; one that fails is retried on its own."""
+    for job_id in job_ids:
+        try:
+            batch_cluster.sync_job(job_id)
+        except kube.TransientClusterError:
+            sync_job.apply_async((job_id,), countdown=1)
+        except kube.PermanentClusterError:
+            pass  # shown on the job's page
+
+
 @shared_task(name="batch.watch", acks_late=True)
 def watch():
     try:

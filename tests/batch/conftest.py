@@ -12,6 +12,7 @@ from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluste
     redis_url,
     workers,
 )
+from tests.web.test_browser_journey import browser, page  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

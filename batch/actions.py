@@ -64,7 +64,12 @@ def windows_with_occurrences(starts_at, ends_at, *, enabled_only=True):
 
 
 def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
-    """Window occurrences as reservations of their flavors' capacity, like approved quota."""
+    """Window occurrences as reservations of their flavors' capacity, like approved quota.
+
+    Registered with gpu_requests.capacity, so approvals and the review queue count
+    them. An open-ended period is looked at for the quota horizon (366 days). Two queries.
+    """
+    ends_at = ends_at or starts_at + quota_actions.MAX_LEAD
     held = []
     for window, found, capacity in windows_with_occurrences(starts_at, ends_at):
         if exclude_window is not None and window.pk == exclude_window.pk:
@@ -73,11 +78,14 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
             if flavor_id in flavor_ids:
                 held.extend(
                     quota_capacity.Reservation(
-                        -window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus
+                        window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus, WINDOW_SOURCE
                     )
                     for o in found
                 )
     return held
+
+
+WINDOW_SOURCE = "batch window"
 
 
 class WindowCapacityExceeded(ActionError):

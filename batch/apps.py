@@ -7,7 +7,10 @@ class BatchConfig(AppConfig):
     verbose_name = "Batch windows"
 
     def ready(self):
-        from batch import cluster
-        from gpu_requests import hooks
+        from batch import actions, cluster
+        from gpu_requests import capacity, hooks
 
+        # A window's batch capacity is a reservation of its flavors, as approved quota is.
+        capacity.register_reservations(actions.batch_reservations)
+        # The team's namespace quota holds its released and running batch jobs.
         hooks.on_extra_quota(cluster.running_allotment)

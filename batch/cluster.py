@@ -4,7 +4,7 @@ outbox), release at the planned start, and status read back by watch.
 - planned: the Job exists, suspended, so bad specs and quota errors show early;
 - released / running: unsuspended with activeDeadlineSeconds fixed at release;
 - finished: `ttlSecondsAfterFinished` set, now that the outcome is recorded;
-- cancelled / preempted: the Job deleted with propagationPolicy Background.
+- queued again, cancelled, preempted: the Job deleted with propagationPolicy Background.
 """
 
 import contextlib
@@ -100,11 +100,10 @@ def sync_job(job_id, *, cluster=None):
     generation, job = row.generation, row.job
     cluster = cluster or kube.cluster()
     try:
-        if job.status in (Status.CANCELLED, Status.PREEMPTED):
+        if job.status in (Status.CANCELLED, Status.PREEMPTED, Status.QUEUED):
+            # Queued again (plan revised, or preempted): planning creates it anew.
             cluster.delete("Job", job.kubernetes_name, job_namespace(job.team))
             done = "deleted"
-        elif job.status == Status.QUEUED:
-            done = "left"  # a Job of an earlier plan stays suspended until planned again
         else:
             cluster.apply(manifest(job), field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
             done = "applied"
@@ -244,6 +243,13 @@ def record(obj, *, cluster, now=None):
     namespace = job_namespace(job.team)
     details = _details(cluster, namespace, job)
     found = outcome(obj)
+    tolerates = bool((obj.get("spec") or {}).get("podFailurePolicy"))
+    if not tolerates and len(details.get("disrupted_pods", job.disrupted_pods)) > len(
+        job.disrupted_pods
+    ):
+        # A pod lost to a reclaim, and the Job does not ignore disruptions: stop it
+        # rather than let the loss count toward its backoff, and queue it again.
+        found = (Status.PREEMPTED, "Pods lost to a disruption (spot reclaim or drain).")
     with transaction.atomic():
         BatchJob.objects.filter(pk=job.pk).update(**details)
         if found is None:
@@ -254,7 +260,6 @@ def record(obj, *, cluster, now=None):
         if to == Status.RUNNING:
             moved = _transition(job, to, "start", reason, started_at=now)
         else:
-            to, reason = _preempted_or(to, reason, details)
             started = job.started_at or job.released_at or now
             seconds = int((now - started).total_seconds()) * job.total_gpus
             moved = _transition(
@@ -262,20 +267,13 @@ def record(obj, *, cluster, now=None):
             )
             if moved:
                 hooks.quota_changed(job.team_id)
-                changed([job.pk])
                 if to == Status.PREEMPTED:
-                    _requeue(job)
+                    _requeue(job)  # the sync then deletes its Job
+                changed([job.pk])
                 from batch.actions import request_plan
 
                 transaction.on_commit(lambda: request_plan("job finished"))
         return to if moved else None
-
-
-def _preempted_or(to, reason, details):
-    """A Job failed because its pods were disrupted (a reclaim) goes back to the queue."""
-    if to == Status.FAILED and details.get("disrupted_pods"):
-        return Status.PREEMPTED, f"Pods lost to a disruption (spot reclaim): {reason}"
-    return to, reason
 
 
 def _transition(job, to, action, reason, **fields):

@@ -209,3 +209,37 @@ def test_a_spot_reclaim_is_replaced_in_place_and_lost_minutes_recorded(
     assert wait_for(lost) >= 5
     assert status_of(job) == Status.RUNNING
     watch_until(job, {Status.SUCCEEDED}, kubesim, advance_by=300)
+
+
+def test_a_reclaim_of_a_job_that_does_not_tolerate_it_sends_it_back_to_the_queue(
+    setup, demo_flavors, cluster, kubesim
+):
+    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
+    actions.replan()
+    batch_cluster.release_due()
+    watch_until(job, {Status.RUNNING}, kubesim)
+    (pod,) = wait_for(
+        lambda: [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
+    )
+    advance(kubesim, 120)
+    kubesim._call(
+        "POST",
+        f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
+        {"mode": "eviction", "grace_seconds": 30},
+    )
+    advance(kubesim, 5)
+
+    def requeued():
+        live = cluster.get("Job", f"batch-{job.pk}", "vision")
+        if live is not None:
+            batch_cluster.record(live, cluster=cluster)
+        return job.events.filter(action="requeue").exists()
+
+    wait_for(requeued)
+    job.refresh_from_db()
+    actions_seen = [e.action for e in job.events.all()]
+    assert actions_seen[:6] == ["submit", "plan", "release", "start", "finish", "requeue"]
+    assert job.events.get(action="finish").to_status == Status.PREEMPTED
+    assert job.lost_gpu_minutes >= 2
+    # Back in the queue, and planned again at once into the window still open.
+    assert job.status in (Status.QUEUED, Status.PLANNED)

@@ -178,6 +178,8 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
               bob / demo    (team nlp)
   Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}   (KUBESIM_PORT={KUBESIM_PORT})
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
+  Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
+              {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get jobs -A
   Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
 
 A process that dies is restarted, with a line here saying which and why.

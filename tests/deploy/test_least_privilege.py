@@ -13,15 +13,19 @@ ClusterRole needs `bind` on it."""
 
 from pathlib import Path
 
-import pytest
 import yaml
 from django.utils import timezone
 
+from batch import actions as batch_actions
+from batch import cluster as batch_cluster
+from batch.models import BatchJob
 from cluster import actions as cluster_actions
 from gpu_requests import actions as quota_actions
 from provisioning import actions
+from tests.batch.test_cluster import setup, watch_until  # noqa: F401
+from tests.batch.test_cluster import submit as submit_job
 from tests.factories import submit
-from tests.provisioning.conftest import cluster, demo_flavors, kubesim  # noqa: F401
+from tests.provisioning.conftest import cluster, demo_flavors, eager, kubesim  # noqa: F401
 
 ROLE = Path(__file__).resolve().parents[2] / "deploy" / "base" / "clusterrole.yaml"
 
@@ -45,7 +49,8 @@ def group_of(path):
 def used(requests, role_bindings):
     needed = set()
     for r in requests:
-        key = (group_of(r["path"]), r["resource"])
+        resource = r["resource"] + (f"/{r['subresource']}" if r.get("subresource") else "")
+        key = (group_of(r["path"]), resource)
         needed.add((*key, r["verb"], None))
         if r["verb"] == "patch" and r["status"] == 201:
             needed.add((*key, "create", None))  # server-side apply creating it
@@ -55,31 +60,37 @@ def used(requests, role_bindings):
     return needed
 
 
-@pytest.fixture(autouse=True)
-def no_worker(monkeypatch):
-    monkeypatch.setattr(actions, "enqueue", lambda team_ids: team_ids)
-
-
 def test_the_cluster_role_is_exactly_what_the_portal_uses(
-    vision, alice, admin_user, demo_flavors, kubesim, cluster, django_capture_on_commit_callbacks
+    setup, demo_flavors, kubesim, cluster, django_capture_on_commit_callbacks
 ):
+    team, alice, admin = setup["team"], setup["alice"], setup["admin"]
     kubesim.clear_requests()
-    with django_capture_on_commit_callbacks(execute=True):
-        first = submit(vision, demo_flavors["h100"], alice, gpus=4, starts_at=timezone.now())
-        quota_actions.approve(first, by=admin_user)
-    actions.sync_team(vision.pk)  # creates the namespace and its objects
-    with django_capture_on_commit_callbacks(execute=True):
-        more = submit(vision, demo_flavors["a100"], alice, gpus=2, starts_at=timezone.now())
-        quota_actions.approve(more, by=admin_user)
-    actions.sync_team(vision.pk)  # updates them
+    # Quota (tasks run inline): the first sync creates the team's objects, the second updates.
+    for flavor, gpus in (("h100", 4), ("a100", 2)):
+        with django_capture_on_commit_callbacks(execute=True):
+            quota_request = submit(
+                team, demo_flavors[flavor], alice, gpus=gpus, starts_at=timezone.now()
+            )
+            quota_actions.approve(quota_request, by=admin)
+        actions.sync_team(team.pk)
     actions.check_drift()
     cluster_actions.record_inventory()
+    # Batch: a Job created suspended, released, watched to its end (events,
+    # pods and the log read), another cancelled (deleted).
+    job = submit_job(setup, demo_flavors["h100"])
+    batch_actions.replan(reason="test")
+    batch_cluster.release_due()
+    watch_until(job, {BatchJob.Status.RUNNING}, kubesim)
+    watch_until(job, {BatchJob.Status.SUCCEEDED}, kubesim, advance_by=120)
+    other = submit_job(setup, demo_flavors["h100"])
+    batch_actions.replan(reason="test")
+    batch_actions.cancel(other, by=alice)
     portal_requests = kubesim.requests()
     role_bindings = cluster.list("RoleBinding", namespace="vision")  # the test's, not counted
     kubesim.clear_requests()
-    quota_actions.archive_team(vision, by=admin_user)
-    actions.sync_team(vision.pk)
-    actions.delete_namespace(vision, by=admin_user)
+    quota_actions.archive_team(team, by=admin)
+    actions.sync_team(team.pk)
+    actions.delete_namespace(team, by=admin)
     portal_requests += kubesim.requests()
 
     assert used(portal_requests, role_bindings) == granted()

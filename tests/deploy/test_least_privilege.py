@@ -22,8 +22,9 @@ from batch.models import BatchJob
 from cluster import actions as cluster_actions
 from gpu_requests import actions as quota_actions
 from provisioning import actions
-from tests.batch.test_cluster import setup, watch_until  # noqa: F401
+from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
 from tests.batch.test_cluster import submit as submit_job
+from tests.batch.test_cluster import watch_until
 from tests.factories import submit
 from tests.provisioning.conftest import cluster, demo_flavors, eager, kubesim  # noqa: F401
 

@@ -315,12 +315,26 @@ class Store:
         resource_version=None,
         label_selector=None,
         field_selector=None,
+        send_initial_events: bool | None = None,
     ) -> tuple[Watcher, list]:
-        """Register a watcher; returns it with the events it must send first."""
+        """Register a watcher; returns it with the events it must send first.
+
+        Without `send_initial_events` the legacy rules hold: no resourceVersion (or
+        "0") starts with the current state as ADDED events, a resourceVersion replays
+        the changes after it. `send_initial_events=True` always starts with the
+        current state, `False` starts now (or after the given resourceVersion).
+        `watcher.initial_rv` is the resourceVersion the initial events describe."""
         rtype = resource_type(resource)
         watcher = Watcher(rtype, namespace, label_selector, field_selector)
         with self.lock:
-            if resource_version in (None, "", "0"):
+            watcher.initial_rv = self.resource_version
+            if send_initial_events is None:
+                send_initial_events = resource_version in (None, "", "0")
+            if resource_version not in (None, "", "0"):
+                since = parse_resource_version(resource_version)
+                if since < self._compacted_rv and not send_initial_events:
+                    raise Expired(f"too old resource version: {since} ({self._compacted_rv + 1})")
+            if send_initial_events:
                 objs, _ = self.list_refs(
                     resource,
                     namespace,
@@ -328,13 +342,9 @@ class Store:
                     field_selector=field_selector,
                 )
                 initial = [("ADDED", o) for o in objs]
+            elif resource_version in (None, "", "0"):
+                initial = []
             else:
-                try:
-                    since = int(resource_version)
-                except ValueError:
-                    raise BadRequest(f"invalid resource version: {resource_version!r}") from None
-                if since < self._compacted_rv:
-                    raise Expired(f"too old resource version: {since} ({self._compacted_rv + 1})")
                 initial = []
                 for rv, event_type, res, obj, old in self._history:
                     if rv > since and res == resource:
@@ -343,6 +353,12 @@ class Store:
                             initial.append(event)
             self._watchers.add(watcher)
         return watcher, initial
+
+    def bookmark(self, watcher: Watcher) -> None:
+        """Queue a BOOKMARK at the current resourceVersion behind the events already
+        queued for `watcher` (under the lock, so no event can overtake it)."""
+        with self.lock:
+            watcher.queue.put(("BOOKMARK", self.resource_version))
 
     def unwatch(self, watcher: Watcher) -> None:
         with self.lock:
@@ -559,6 +575,25 @@ class Store:
                 refs = obj["metadata"].get("ownerReferences") or ()
                 if any(r.get("uid") == uid for r in refs):
                     yield rtype, obj
+
+
+def parse_resource_version(value: str) -> int:
+    """A resourceVersion from a query: "" and "0" are 0, anything else an unsigned
+    integer, else a 400 with the apiserver's text (which still answers 500 for it:
+    kubernetes/kubernetes#139485)."""
+    if value in (None, "", "0"):
+        return 0
+    if not value.isascii() or not value.isdigit():
+        raise BadRequest(
+            f'resourceVersion: Invalid value: "{value}": strconv.ParseUint: parsing '
+            f'"{value}": invalid syntax'
+        )
+    if int(value) >= 2**64:
+        raise BadRequest(
+            f'resourceVersion: Invalid value: "{value}": strconv.ParseUint: parsing '
+            f'"{value}": value out of range'
+        )
+    return int(value)
 
 
 def _same(old: dict, new: dict) -> bool:

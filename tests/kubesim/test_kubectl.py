@@ -1,7 +1,10 @@
 """Real kubectl against kubesim (the demo cluster with its control plane running)."""
 
+import queue
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,38 @@ def test_create_from_file_and_delete_namespace(kubectl):
     kubectl("delete", "namespace", "team-a")
     assert "team-a" not in kubectl("get", "namespaces").stdout
     assert "No resources found" in kubectl("get", "jobs", "-A").stderr
+
+
+def test_wait_for_a_job_to_complete(kubectl):
+    """kubectl 1.37 watches with sendInitialEvents and waits for the end-of-list bookmark."""
+    job = JOB.replace("suspend: true", "suspend: false").replace(
+        "    spec:\n      restartPolicy",
+        "    metadata: {annotations: {kubesim.io/duration: 1s}}\n    spec:\n      restartPolicy",
+    )
+    kubectl("apply", "-f", "-", stdin=job)
+    waited = kubectl("wait", "--for=condition=complete", "job/hello", "--timeout=20s")
+    assert waited.stdout.strip() == "job.batch/hello condition met"
+
+
+def test_get_watch_prints_full_rows_for_changes(kubectl, kubesim_cluster):
+    watcher = subprocess.Popen(
+        [str(KUBECTL), "--kubeconfig", kubesim_cluster.kubeconfig_path, "get", "jobs", "-w"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in watcher.stdout], daemon=True).start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any(e["verb"] == "watch" for e in list(kubesim_cluster.request_log)):
+            assert time.monotonic() < deadline, "kubectl never started watching"
+            time.sleep(0.05)
+        kubectl("apply", "-f", "-", stdin=JOB)  # arrives as a watch event, not in the list
+        seen = []
+        while not any(row[:3] == ["hello", "Suspended", "0/1"] for row in seen):
+            seen.append(lines.get(timeout=20).split())
+    finally:
+        watcher.kill()
+        watcher.wait()
+    assert all(len(row) >= 4 for row in seen), seen  # NAME STATUS COMPLETIONS [DURATION] AGE

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kubesim import cluster, dcgm, jobs, kubelet, quota, scheduler
 from kubesim.errors import AlreadyExists, ApiError, Forbidden, NotFound
+from kubesim.resources import omit_zero_job_counts
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ class ControlPlane:
             self.event(job, kind, reason, message)
         if actions.create:
             actions.status["active"] += self._create_pods(job, actions.create)
-        if actions.status != (job.get("status") or {}):
+        if omit_zero_job_counts(actions.status) != (job.get("status") or {}):
             self._write_status("jobs", {**job, "status": actions.status})
 
     def _create_pods(self, job: dict, count: int) -> int:

@@ -366,7 +366,7 @@ class Handler(BaseHTTPRequestHandler):
         store = self.sim.store
         if rtype.read_only and method != "GET":
             raise MethodNotAllowed()
-        dry_run = query.get("dryRun") == "All"
+        dry_run = _dry_run(method, query)
         manager = query.get("fieldManager") or _manager_from_agent(self.headers.get("User-Agent"))
 
         if method == "GET" and watch:
@@ -632,6 +632,22 @@ class Handler(BaseHTTPRequestHandler):
             data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
+
+
+OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
+def _dry_run(method: str, query: dict) -> bool:
+    """dryRun=All, or nothing; any other value is refused before anything is written."""
+    value = query.get("dryRun")
+    if value in (None, "All") or method == "GET":
+        return value == "All"
+    raise Invalid(
+        kind=OPTIONS_KIND.get(method, "DeleteOptions"),
+        group="meta.k8s.io",
+        name="",
+        errors=[FieldError("NotSupported", "dryRun", [value], 'supported values: "All"')],
+    )
 
 
 def _watch_options(query: dict) -> bool | None:

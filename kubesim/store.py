@@ -14,7 +14,13 @@ from collections import defaultdict, deque
 from . import patch as patching
 from .clock import Clock
 from .errors import AlreadyExists, BadRequest, Conflict, Expired, NotFound
-from .resources import RESOURCES, ResourceType, apply_defaults, builtin_cluster_roles
+from .resources import (
+    RESOURCES,
+    ResourceType,
+    apply_defaults,
+    builtin_cluster_roles,
+    prepare_for_create,
+)
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
 from .validation import validate
 
@@ -479,6 +485,8 @@ class Store:
             operation = "CREATE" if old is None else "UPDATE"
             for hook in self._admission.get(rtype.plural, ()):
                 hook(operation, new, old, self)
+            if old is None:
+                prepare_for_create(rtype.plural, new)
         meta = new["metadata"]
         if owners is not None:
             meta["managedFields"] = patching.render_managed_fields(

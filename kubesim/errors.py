@@ -13,6 +13,7 @@ def qualified_resource(resource: str, group: str = "") -> str:
 class ApiError(Exception):
     code = 500
     reason = "InternalError"
+    list_meta: dict | None = None  # the Status's ListMeta (a 410's fresh continue token)
 
     def __init__(self, message: str, *, details: dict | None = None, headers: dict | None = None):
         super().__init__(message)
@@ -24,7 +25,7 @@ class ApiError(Exception):
         status = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

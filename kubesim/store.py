@@ -145,24 +145,49 @@ class Store:
             )[0]
         ]
 
-    def list_refs(self, resource, namespace=None, *, label_selector=None, field_selector=None):
-        """(committed objects, resourceVersion of the list), sorted like etcd keys."""
+    def list_refs(
+        self, resource, namespace=None, *, label_selector=None, field_selector=None, at_rv=None
+    ):
+        """(committed objects, resourceVersion of the list), sorted like etcd keys
+        (`namespace/name`). With `at_rv`, the objects as they were at that
+        resourceVersion, rebuilt from the watch history: (None, rv) when the history no
+        longer reaches back that far."""
         rtype = resource_type(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(resource, field_selector)
         with self.lock:
-            items = self._objects[resource]
+            if at_rv is None or at_rv >= self._rv:
+                items, rv = self._objects[resource], str(self._rv)
+            elif at_rv < self._compacted_rv:
+                return None, str(self._rv)
+            else:
+                items, rv = self._objects_at(rtype, at_rv), str(at_rv)
             if namespace and rtype.namespaced:
                 selected = [o for k, o in items.items() if k[0] == namespace]
             else:
                 selected = list(items.values())
-            rv = str(self._rv)
         if labels:
             selected = [o for o in selected if labels_match(labels, o["metadata"].get("labels"))]
         if fields:
             selected = [o for o in selected if fields_match(fields, o)]
-        selected.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        selected.sort(key=_etcd_key)
         return selected, rv
+
+    def _objects_at(self, rtype: ResourceType, rv: int) -> dict:
+        """The objects of one kind at resourceVersion `rv`: today's, with every later
+        change of that kind undone (newest first)."""
+        objects = dict(self._objects[rtype.plural])
+        for entry_rv, event_type, resource, obj, old in reversed(self._history):
+            if entry_rv <= rv:
+                break
+            if resource != rtype.plural:
+                continue
+            key = self._key(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            if event_type == "ADDED":
+                objects.pop(key, None)
+            else:
+                objects[key] = old
+        return objects
 
     # --- writes ---
 
@@ -520,7 +545,6 @@ class Store:
             self._objects[rtype.plural].pop(key, None)
             if rtype.plural == "pods":
                 self.logs.pop(key, None)
-            old = target
         else:
             meta["resourceVersion"] = str(self._rv)
             self._objects[rtype.plural][key] = target
@@ -583,6 +607,11 @@ class Store:
                 refs = obj["metadata"].get("ownerReferences") or ()
                 if any(r.get("uid") == uid for r in refs):
                     yield rtype, obj
+
+
+def _etcd_key(obj: dict) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
 def parse_resource_version(value: str) -> int:

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from . import protobuf
 from .errors import (
     ApiError,
     BadRequest,
@@ -30,6 +31,7 @@ from .errors import (
     UnsupportedMediaType,
 )
 from .exposition import TEXT_CONTENT_TYPE
+from .listing import list_page
 from .resources import RESOURCES, group_versions
 from .tables import to_table
 from .validation import check_structure
@@ -191,8 +193,9 @@ class Handler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0]
         if not self._raw_body:
             return None
+        if content_type == protobuf.CONTENT_TYPE:
+            return protobuf.decode(self._raw_body)
         if "protobuf" in content_type or "cbor" in content_type:
-            # client-go retries such a request as JSON when told 415.
             raise UnsupportedMediaType(content_type)
         try:
             if content_type.endswith("yaml"):
@@ -389,24 +392,24 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET" and watch:
             return self._watch(rtype, namespace, query)
         if method == "GET" and name is None:
-            objs, rv = store.list_refs(
-                rtype.plural,
-                namespace,
-                label_selector=query.get("labelSelector"),
-                field_selector=query.get("fieldSelector"),
-            )
+            objs, list_meta = list_page(store, rtype, namespace, query)
             if self._wants_table():
                 now = self.sim.clock.now()
-                return self._send_json(
-                    200,
-                    to_table(rtype.plural, objs, rv, now, query.get("includeObject", "Metadata")),
+                table = to_table(
+                    rtype.plural,
+                    objs,
+                    list_meta["resourceVersion"],
+                    now,
+                    query.get("includeObject", "Metadata"),
                 )
+                table["metadata"] = list_meta
+                return self._send_json(200, table)
             return self._send_json(
                 200,
                 {
                     "kind": rtype.list_kind,
                     "apiVersion": rtype.api_version,
-                    "metadata": {"resourceVersion": rv},
+                    "metadata": list_meta,
                     "items": objs,
                 },
             )

@@ -171,3 +171,85 @@ def test_get_watch_prints_full_rows_for_changes(kubectl, kubesim_cluster):
         watcher.kill()
         watcher.wait()
     assert all(len(row) >= 4 for row in seen), seen  # NAME STATUS COMPLETIONS [DURATION] AGE
+
+
+def test_create_generators_send_protobuf_and_work(kubectl, kubesim_cluster):
+    """kubectl's typed clients send application/vnd.kubernetes.protobuf bodies."""
+    kubectl("create", "namespace", "team-x")
+    kubectl("create", "job", "hello", "--image=busybox:1.36", "-n", "team-x", "--", "echo", "hi")
+    kubectl("create", "quota", "gpu", "--hard=requests.nvidia.com/gpu=4,pods=10", "-n", "team-x")
+    kubectl(
+        "create", "role", "reader", "--verb=get,list", "--resource=pods,jobs.batch", "-n", "team-x"
+    )
+    kubectl(
+        "create",
+        "rolebinding",
+        "readers",
+        "--role=reader",
+        "--user=alice",
+        "--serviceaccount=team-x:ci",
+        "-n",
+        "team-x",
+    )
+    posts = [e for e in kubesim_cluster.request_log if e["method"] == "POST"]
+    assert [(e["resource"], e["status"]) for e in posts] == [
+        ("namespaces", 201),
+        ("jobs", 201),
+        ("resourcequotas", 201),
+        ("roles", 201),
+        ("rolebindings", 201),
+    ]
+    store = kubesim_cluster.store
+    job = store.get("jobs", "team-x", "hello")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert (container["name"], container["image"], container["command"]) == (
+        "hello",
+        "busybox:1.36",
+        ["echo", "hi"],
+    )
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    quota = store.get("resourcequotas", "team-x", "gpu")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "4", "pods": "10"}
+    role = store.get("roles", "team-x", "reader")
+    assert role["rules"] == [
+        {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]},
+        {"verbs": ["get", "list"], "apiGroups": ["batch"], "resources": ["jobs"]},
+    ]
+    binding = store.get("rolebindings", "team-x", "readers")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "reader",
+    }
+    assert binding["subjects"] == [
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+        {"kind": "ServiceAccount", "name": "ci", "namespace": "team-x"},
+    ]
+
+
+def test_drain_cordons_and_removes_the_pods(kubectl, kubesim_cluster):
+    kubectl("create", "job", "long", "--image=busybox:1.36", "--", "sleep", "1000")
+    deadline = time.monotonic() + 20
+    while True:
+        pods = kubesim_cluster.store.list("pods", "default")
+        if pods and pods[0]["spec"].get("nodeName"):
+            break
+        assert time.monotonic() < deadline, "the job's pod was never scheduled"
+        time.sleep(0.05)
+    node, name = pods[0]["spec"]["nodeName"], pods[0]["metadata"]["name"]
+    drained = kubectl("drain", node, "--force", "--timeout=30s")
+    assert f"node/{node} drained" in drained.stdout
+    assert kubesim_cluster.store.get("nodes", None, node)["spec"]["unschedulable"] is True
+    assert name not in [p["metadata"]["name"] for p in kubesim_cluster.store.list("pods")]
+
+
+def test_get_pages_with_chunk_size(kubectl, kubesim_cluster):
+    for index in range(5):
+        kubectl("create", "namespace", f"page-{index}")
+    kubesim_cluster.request_log.clear()
+    out = kubectl("get", "namespaces", "--chunk-size=2", "-o", "name").stdout.split()
+    assert [n for n in out if n.startswith("namespace/page-")] == [
+        f"namespace/page-{i}" for i in range(5)
+    ]
+    lists = [e for e in kubesim_cluster.request_log if e["verb"] == "list"]
+    assert len(lists) == (len(kubesim_cluster.store.list("namespaces")) + 1) // 2  # two a page

@@ -38,21 +38,14 @@ def test_an_unknown_dry_run_value_on_delete_names_delete_options(batch):
     assert batch.read_namespaced_job("train", "default").metadata.name == "train"
 
 
+def pod_with_limits(name: str, limits: dict) -> dict:
+    container = {"name": "main", "image": "busybox:1.36", "resources": {"limits": limits}}
+    return {"metadata": {"name": name}, "spec": {"containers": [container]}}
+
+
 def test_a_fraction_of_a_gpu_is_invalid(core, batch):
-    manifest = {
-        "metadata": {"name": "half"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox:1.36",
-                    "resources": {"limits": {"nvidia.com/gpu": "0.5"}},
-                }
-            ]
-        },
-    }
     with pytest.raises(client.ApiException) as error:
-        core.create_namespaced_pod("default", manifest)
+        core.create_namespaced_pod("default", pod_with_limits("half", {"nvidia.com/gpu": "0.5"}))
     assert error.value.status == 422
     assert status_body(error.value)["message"] == (
         'Pod "half" is invalid: ['
@@ -76,18 +69,7 @@ def test_a_fraction_of_a_gpu_is_invalid(core, batch):
 
 
 def test_whole_gpus_and_fractional_cpu_are_fine(core):
-    manifest = {
-        "metadata": {"name": "ok"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox:1.36",
-                    "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "500m"}},
-                }
-            ]
-        },
-    }
+    manifest = pod_with_limits("ok", {"nvidia.com/gpu": "2", "cpu": "500m"})
     assert core.create_namespaced_pod("default", manifest).status.qos_class == "Burstable"
 
 

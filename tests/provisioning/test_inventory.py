@@ -44,7 +44,7 @@ def test_cordoned_nodes_do_not_count(cluster, demo_flavors):
     node = GpuNode.objects.get(name="gpu-h100-0")
     assert node.cordoned
     assert node.pool == "h100"
-    # Cordoning adds the taint the node lifecycle controller adds on a real cluster.
+    # As the real node lifecycle controller does, kubesim taints a cordoned node.
     assert node.taint_labels == [
         "nvidia.com/gpu:NoSchedule",
         "node.kubernetes.io/unschedulable:NoSchedule",

@@ -2,7 +2,7 @@
 
 from cluster import actions
 from cluster.models import FlavorCapacity, GpuNode
-from tests.provisioning.conftest import DEMO_FLAVORS
+from tests.provisioning.conftest import DEMO_FLAVORS, wait_for
 
 
 def devices():
@@ -39,6 +39,14 @@ def test_cordoned_nodes_do_not_count(cluster, demo_flavors):
         body={"spec": {"unschedulable": True}},
         content_type="application/merge-patch+json",
     )
+
+    # kubesim's node lifecycle loop adds the cordon taint a moment later, as on a cluster.
+    def tainted():
+        node = cluster.call("GET", cluster.path("Node", "gpu-h100-0"))
+        taints = node["spec"].get("taints") or []
+        return any(t["key"] == "node.kubernetes.io/unschedulable" for t in taints)
+
+    wait_for(tainted)
     actions.record_inventory()
     assert devices()["h100"] == 8
     node = GpuNode.objects.get(name="gpu-h100-0")

@@ -28,6 +28,9 @@ class KubeSim:
         self.metrics_pages = None
         self.controllers: list = []  # objects with start()/stop(), run while the server runs
         self.stopping = threading.Event()
+        # Seconds of real time between BOOKMARKs on a watch that allows them (the
+        # apiserver sends one about every minute); tests shorten it.
+        self.bookmark_interval = 60.0
         self.kubeconfig_path: str | None = None
         self._server: KubeSimServer | None = None
         self._thread: threading.Thread | None = None

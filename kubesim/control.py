@@ -27,6 +27,7 @@ from kubesim import nodes as lifecycle
 from kubesim.clock import format_time, parse_time
 from kubesim.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, NotFound
 from kubesim.exposition import TEXT_CONTENT_TYPE
+from kubesim.resources import omit_zero_job_counts
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +276,7 @@ class ControlPlane:
             self.event(job, kind, reason, message)
         if actions.create:
             actions.status["active"] += self._create_pods(job, actions.create)
-        if actions.status != (job.get("status") or {}):
+        if omit_zero_job_counts(actions.status) != (job.get("status") or {}):
             self._write_status("jobs", {**job, "status": actions.status})
         # Counted in the status just written: now the pods may go.
         for pod_name in actions.untrack:

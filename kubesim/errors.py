@@ -13,6 +13,7 @@ def qualified_resource(resource: str, group: str = "") -> str:
 class ApiError(Exception):
     code = 500
     reason = "InternalError"
+    list_meta: dict | None = None  # the Status's ListMeta (a 410's fresh continue token)
 
     def __init__(self, message: str, *, details: dict | None = None, headers: dict | None = None):
         super().__init__(message)
@@ -24,7 +25,7 @@ class ApiError(Exception):
         status = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta or {}),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -140,6 +141,8 @@ def _go_repr(value) -> str:
         return "null"
     if isinstance(value, int | float):
         return str(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "[]string{" + ", ".join(_go_repr(v) for v in value) + "}"  # Go's %#v
     return '"object"' if isinstance(value, dict) else '"array"'
 
 
@@ -200,6 +203,17 @@ class UnsupportedMediaType(ApiError):
             f"the body of the request was in an unknown format - accepted media types include: "
             f"{accepted} (got {content_type})"
         )
+
+
+class PatchFailed(ApiError):
+    """A JSON patch that decodes but does not apply (a failed `test`, a missing path):
+    the apiserver's generic 422, which does not repeat the patch library's reason."""
+
+    code = 422
+    reason = "Invalid"
+
+    def __init__(self):
+        super().__init__("the server rejected our request due to an error in our request")
 
 
 class Expired(ApiError):

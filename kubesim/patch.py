@@ -8,7 +8,7 @@ atomic and replaced whole.
 
 import json
 
-from .errors import BadRequest, Conflict
+from .errors import BadRequest, Conflict, PatchFailed
 
 MERGE_KEYS = {
     "containers": "name",
@@ -154,14 +154,19 @@ def _resolve(doc, parts):
 def json_patch(document, operations):
     if not isinstance(operations, list):
         raise BadRequest("json patch must be a list of operations")
+    for op in operations:
+        # Decoding fails (400) on a non-object; applying fails (422) on anything else.
+        if op is not None and not isinstance(op, dict):
+            kind = {str: "string", bool: "bool", list: "array"}.get(type(op), "number")
+            raise BadRequest(
+                f"json: cannot unmarshal {kind} into Go value of type jsonpatch.Operation"
+            )
     doc = copy_json(document)
     for op in operations:
         try:
             doc = _json_patch_op(doc, op)
-        except (KeyError, IndexError, ValueError, TypeError) as exc:
-            raise BadRequest(
-                f"the server rejected our request due to an error in our request: {op} ({exc})"
-            ) from None
+        except (KeyError, IndexError, ValueError, TypeError, BadRequest):
+            raise PatchFailed() from None
     return doc
 
 

@@ -217,6 +217,27 @@ def default_job(obj: dict) -> None:
     obj.setdefault("status", {})
 
 
+# batch/v1 JobStatus counters tagged `omitempty` (ready and terminating are pointers:
+# a 0 stays); Go's encoder drops them at 0, so a real server never shows `active: 0`.
+JOB_OMITEMPTY_COUNTS = ("active", "succeeded", "failed")
+
+
+def omit_zero_job_counts(status: dict) -> dict:
+    for key in JOB_OMITEMPTY_COUNTS:
+        if status.get(key) == 0:
+            del status[key]
+    return status
+
+
+def prepare_for_create(resource: str, obj: dict) -> None:
+    """What the registry's PrepareForCreate does after mutating admission: a new pod's
+    status is Pending with the QoS class of its final requests and limits (so one whose
+    requests came from a LimitRange is Burstable or Guaranteed, not BestEffort)."""
+    if resource == "pods":
+        status = obj.setdefault("status", {})
+        status["qosClass"] = _qos_class(obj.get("spec") or {})
+
+
 def default_namespace(obj: dict) -> None:
     name = obj["metadata"]["name"]
     labels = obj["metadata"].setdefault("labels", {})
@@ -269,6 +290,8 @@ def apply_defaults(resource: str, obj: dict) -> None:
     if defaulter:
         defaulter(obj)
     normalize_quantities(resource, obj)
+    if resource == "jobs" and isinstance(obj.get("status"), dict):
+        omit_zero_job_counts(obj["status"])
 
 
 def _stringify(mapping) -> None:

@@ -6,6 +6,7 @@ thread, which is plenty for tests and the benchmark's handful of clients.
 
 import contextlib
 import json
+import queue
 import re
 import socket
 import sys
@@ -16,6 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from . import protobuf
 from .errors import (
     ApiError,
     BadRequest,
@@ -30,6 +32,7 @@ from .errors import (
     UnsupportedMediaType,
 )
 from .exposition import TEXT_CONTENT_TYPE
+from .listing import list_page
 from .resources import RESOURCES, group_versions
 from .tables import to_table
 from .validation import check_structure
@@ -191,8 +194,9 @@ class Handler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0]
         if not self._raw_body:
             return None
+        if content_type == protobuf.CONTENT_TYPE:
+            return protobuf.decode(self._raw_body)
         if "protobuf" in content_type or "cbor" in content_type:
-            # client-go retries such a request as JSON when told 415.
             raise UnsupportedMediaType(content_type)
         try:
             if content_type.endswith("yaml"):
@@ -387,30 +391,30 @@ class Handler(BaseHTTPRequestHandler):
         store = self.sim.store
         if rtype.read_only and method != "GET":
             raise MethodNotAllowed()
-        dry_run = query.get("dryRun") == "All"
+        dry_run = _dry_run(method, query)
         manager = query.get("fieldManager") or _manager_from_agent(self.headers.get("User-Agent"))
 
         if method == "GET" and watch:
             return self._watch(rtype, namespace, query)
         if method == "GET" and name is None:
-            objs, rv = store.list_refs(
-                rtype.plural,
-                namespace,
-                label_selector=query.get("labelSelector"),
-                field_selector=query.get("fieldSelector"),
-            )
+            objs, list_meta = list_page(store, rtype, namespace, query)
             if self._wants_table():
                 now = self.sim.clock.now()
-                return self._send_json(
-                    200,
-                    to_table(rtype.plural, objs, rv, now, query.get("includeObject", "Metadata")),
+                table = to_table(
+                    rtype.plural,
+                    objs,
+                    list_meta["resourceVersion"],
+                    now,
+                    query.get("includeObject", "Metadata"),
                 )
+                table["metadata"] = list_meta
+                return self._send_json(200, table)
             return self._send_json(
                 200,
                 {
                     "kind": rtype.list_kind,
                     "apiVersion": rtype.api_version,
-                    "metadata": {"resourceVersion": rv},
+                    "metadata": list_meta,
                     "items": objs,
                 },
             )
@@ -577,13 +581,8 @@ class Handler(BaseHTTPRequestHandler):
         store = self.sim.store
         timeout = float(query.get("timeoutSeconds") or 1800)
         deadline = time.monotonic() + timeout
-        self._entry["status"] = 200
-        self._log()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Cache-Control", "no-cache, private")
-        self.end_headers()
+        send_initial = _watch_options(query)
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true", "True")
         try:
             watcher, initial = store.watch(
                 rtype.plural,
@@ -591,32 +590,76 @@ class Handler(BaseHTTPRequestHandler):
                 resource_version=query.get("resourceVersion"),
                 label_selector=query.get("labelSelector"),
                 field_selector=query.get("fieldSelector"),
+                send_initial_events=send_initial,
             )
-        except Expired as error:
-            self._chunk({"type": "ERROR", "object": error.to_status()})
-            self._chunk(None)
-            return
-        except ApiError as error:
-            self._chunk({"type": "ERROR", "object": error.to_status()})
-            self._chunk(None)
-            return
+        except Expired as error:  # the watch cache says so in the stream, after a 200
+            watcher, initial = None, [("ERROR", error.to_status())]
+        self._entry["status"] = 200
+        self._log()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        encode = self._watch_encoder(rtype, query.get("includeObject", "Metadata"))
         try:
             for event_type, obj in initial:
-                self._chunk({"type": event_type, "object": obj})
+                self._chunk(encode(event_type, obj))
+            if watcher is None:
+                return self._chunk(None)
+            if send_initial and bookmarks:
+                # The end of the initial events (client-go's WatchList waits for it).
+                self._chunk(encode("BOOKMARK", watcher.initial_rv, initial_events_end=True))
+            interval = self.sim.bookmark_interval
+            next_bookmark = time.monotonic() + interval
             while not self.sim.stopping.is_set():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                now = time.monotonic()
+                if now >= deadline:
                     break
+                if bookmarks and now >= next_bookmark:
+                    store.bookmark(watcher)
+                    next_bookmark = now + interval
                 try:
-                    event_type, obj = watcher.queue.get(timeout=min(remaining, 0.25))
-                except Exception:  # queue.Empty: look at the deadline and stop flag again
+                    wait = min(deadline, next_bookmark if bookmarks else deadline) - now
+                    event_type, obj = watcher.queue.get(timeout=max(0.0, min(wait, 0.25)))
+                except queue.Empty:  # look at the deadline and stop flag again
                     continue
-                self._chunk({"type": event_type, "object": obj})
+                self._chunk(encode(event_type, obj))
             self._chunk(None)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
-            store.unwatch(watcher)
+            if watcher is not None:
+                store.unwatch(watcher)
+
+    def _watch_encoder(self, rtype, include: str):
+        """fn(event_type, obj or bookmark resourceVersion) -> the event to send: the
+        object as it is, or as a Table when the client asked (the first with the
+        column definitions, later ones without, as the apiserver's watch does)."""
+        as_table = self._wants_table()
+        now = self.sim.clock.now
+        headers = [True]
+
+        def encode(event_type, obj, *, initial_events_end=False):
+            if event_type == "BOOKMARK":
+                meta = {"resourceVersion": obj}
+                if initial_events_end:
+                    meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+                if as_table:
+                    obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+                    obj |= {"columnDefinitions": None, "rows": []}
+                else:
+                    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
+            elif as_table and event_type != "ERROR":
+                obj = to_table(
+                    rtype.plural, [obj], obj["metadata"]["resourceVersion"], now(), include
+                )
+                if not headers[0]:
+                    obj["columnDefinitions"] = None
+                headers[0] = False
+            return {"type": event_type, "object": obj}
+
+        return encode
 
     def _chunk(self, event) -> None:
         if event is None:
@@ -625,6 +668,61 @@ class Handler(BaseHTTPRequestHandler):
             data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
+
+
+OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+
+
+def _dry_run(method: str, query: dict) -> bool:
+    """dryRun=All, or nothing; any other value is refused before anything is written."""
+    value = query.get("dryRun")
+    if value in (None, "All") or method == "GET":
+        return value == "All"
+    raise Invalid(
+        kind=OPTIONS_KIND.get(method, "DeleteOptions"),
+        group="meta.k8s.io",
+        name="",
+        errors=[FieldError("NotSupported", "dryRun", [value], 'supported values: "All"')],
+    )
+
+
+def _watch_options(query: dict) -> bool | None:
+    """sendInitialEvents as a bool (None when absent), after the apiserver's checks of
+    the watch's list options (a 422 for ListOptions, like ValidateListOptions)."""
+    raw = query.get("sendInitialEvents")
+    send_initial = None if raw in (None, "") else raw in ("1", "true", "True")
+    match = query.get("resourceVersionMatch") or ""
+    errors = []
+    if send_initial is not None and match != "NotOlderThan":
+        errors.append(
+            FieldError(
+                "Forbidden",
+                "resourceVersionMatch",
+                detail="sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            )
+        )
+    if match:
+        if send_initial is None:
+            errors.append(
+                FieldError(
+                    "Forbidden",
+                    "resourceVersionMatch",
+                    detail="resourceVersionMatch is forbidden for watch unless sendInitialEvents "
+                    "is provided",
+                )
+            )
+        if match != "NotOlderThan":
+            errors.append(
+                FieldError(
+                    "NotSupported",
+                    "resourceVersionMatch",
+                    match,
+                    detail='supported values: "NotOlderThan"',
+                )
+            )
+    if errors:
+        raise Invalid(kind="ListOptions", group="meta.k8s.io", name="", errors=errors)
+    return send_initial
 
 
 _NODE_ADMIN = re.compile(r"^/_sim/nodes/([^/]+)/(reclaim|condition|gpus/(\d+)/xid)$")

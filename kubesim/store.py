@@ -15,7 +15,13 @@ from datetime import timedelta
 from . import patch as patching
 from .clock import Clock, format_time
 from .errors import AlreadyExists, BadRequest, Conflict, Expired, NotFound
-from .resources import RESOURCES, ResourceType, apply_defaults, builtin_cluster_roles
+from .resources import (
+    RESOURCES,
+    ResourceType,
+    apply_defaults,
+    builtin_cluster_roles,
+    prepare_for_create,
+)
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
 from .validation import validate
 
@@ -146,24 +152,49 @@ class Store:
             )[0]
         ]
 
-    def list_refs(self, resource, namespace=None, *, label_selector=None, field_selector=None):
-        """(committed objects, resourceVersion of the list), sorted like etcd keys."""
+    def list_refs(
+        self, resource, namespace=None, *, label_selector=None, field_selector=None, at_rv=None
+    ):
+        """(committed objects, resourceVersion of the list), sorted like etcd keys
+        (`namespace/name`). With `at_rv`, the objects as they were at that
+        resourceVersion, rebuilt from the watch history: (None, rv) when the history no
+        longer reaches back that far."""
         rtype = resource_type(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(resource, field_selector)
         with self.lock:
-            items = self._objects[resource]
+            if at_rv is None or at_rv >= self._rv:
+                items, rv = self._objects[resource], str(self._rv)
+            elif at_rv < self._compacted_rv:
+                return None, str(self._rv)
+            else:
+                items, rv = self._objects_at(rtype, at_rv), str(at_rv)
             if namespace and rtype.namespaced:
                 selected = [o for k, o in items.items() if k[0] == namespace]
             else:
                 selected = list(items.values())
-            rv = str(self._rv)
         if labels:
             selected = [o for o in selected if labels_match(labels, o["metadata"].get("labels"))]
         if fields:
             selected = [o for o in selected if fields_match(fields, o)]
-        selected.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        selected.sort(key=_etcd_key)
         return selected, rv
+
+    def _objects_at(self, rtype: ResourceType, rv: int) -> dict:
+        """The objects of one kind at resourceVersion `rv`: today's, with every later
+        change of that kind undone (newest first)."""
+        objects = dict(self._objects[rtype.plural])
+        for entry_rv, event_type, resource, obj, old in reversed(self._history):
+            if entry_rv <= rv:
+                break
+            if resource != rtype.plural:
+                continue
+            key = self._key(rtype, obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            if event_type == "ADDED":
+                objects.pop(key, None)
+            else:
+                objects[key] = old
+        return objects
 
     # --- writes ---
 
@@ -356,12 +387,26 @@ class Store:
         resource_version=None,
         label_selector=None,
         field_selector=None,
+        send_initial_events: bool | None = None,
     ) -> tuple[Watcher, list]:
-        """Register a watcher; returns it with the events it must send first."""
+        """Register a watcher; returns it with the events it must send first.
+
+        Without `send_initial_events` the legacy rules hold: no resourceVersion (or
+        "0") starts with the current state as ADDED events, a resourceVersion replays
+        the changes after it. `send_initial_events=True` always starts with the
+        current state, `False` starts now (or after the given resourceVersion).
+        `watcher.initial_rv` is the resourceVersion the initial events describe."""
         rtype = resource_type(resource)
         watcher = Watcher(rtype, namespace, label_selector, field_selector)
         with self.lock:
-            if resource_version in (None, "", "0"):
+            watcher.initial_rv = self.resource_version
+            if send_initial_events is None:
+                send_initial_events = resource_version in (None, "", "0")
+            if resource_version not in (None, "", "0"):
+                since = parse_resource_version(resource_version)
+                if since < self._compacted_rv and not send_initial_events:
+                    raise Expired(f"too old resource version: {since} ({self._compacted_rv + 1})")
+            if send_initial_events:
                 objs, _ = self.list_refs(
                     resource,
                     namespace,
@@ -369,13 +414,9 @@ class Store:
                     field_selector=field_selector,
                 )
                 initial = [("ADDED", o) for o in objs]
+            elif resource_version in (None, "", "0"):
+                initial = []
             else:
-                try:
-                    since = int(resource_version)
-                except ValueError:
-                    raise BadRequest(f"invalid resource version: {resource_version!r}") from None
-                if since < self._compacted_rv:
-                    raise Expired(f"too old resource version: {since} ({self._compacted_rv + 1})")
                 initial = []
                 for rv, event_type, res, obj, old in self._history:
                     if rv > since and res == resource:
@@ -384,6 +425,12 @@ class Store:
                             initial.append(event)
             self._watchers.add(watcher)
         return watcher, initial
+
+    def bookmark(self, watcher: Watcher) -> None:
+        """Queue a BOOKMARK at the current resourceVersion behind the events already
+        queued for `watcher` (under the lock, so no event can overtake it)."""
+        with self.lock:
+            watcher.queue.put(("BOOKMARK", self.resource_version))
 
     def unwatch(self, watcher: Watcher) -> None:
         with self.lock:
@@ -508,6 +555,8 @@ class Store:
             operation = "CREATE" if old is None else "UPDATE"
             for hook in self._admission.get(rtype.plural, ()):
                 hook(operation, new, old, self)
+            if old is None:
+                prepare_for_create(rtype.plural, new)
         meta = new["metadata"]
         if owners is not None:
             meta["managedFields"] = patching.render_managed_fields(
@@ -544,7 +593,6 @@ class Store:
             if rtype.plural == "pods":
                 for log_key in [k for k in self.logs if k[:2] == key]:
                     del self.logs[log_key]
-            old = target
         else:
             meta["resourceVersion"] = str(self._rv)
             self._objects[rtype.plural][key] = target
@@ -627,6 +675,30 @@ class Store:
                 refs = obj["metadata"].get("ownerReferences") or ()
                 if any(r.get("uid") == uid for r in refs):
                     yield rtype, obj
+
+
+def _etcd_key(obj: dict) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def parse_resource_version(value: str) -> int:
+    """A resourceVersion from a query: "" and "0" are 0, anything else an unsigned
+    integer, else a 400 with the apiserver's text (which still answers 500 for it:
+    kubernetes/kubernetes#139485)."""
+    if value in (None, "", "0"):
+        return 0
+    if not value.isascii() or not value.isdigit():
+        raise BadRequest(
+            f'resourceVersion: Invalid value: "{value}": strconv.ParseUint: parsing '
+            f'"{value}": invalid syntax'
+        )
+    if int(value) >= 2**64:
+        raise BadRequest(
+            f'resourceVersion: Invalid value: "{value}": strconv.ParseUint: parsing '
+            f'"{value}": value out of range'
+        )
+    return int(value)
 
 
 def _grace_period(rtype: ResourceType, obj: dict, requested) -> int:

@@ -181,13 +181,19 @@ def _metadata_errors(rtype: ResourceType, meta: dict) -> list[FieldError]:
     return errors
 
 
-def _quantity_errors(field: str, mapping) -> list[FieldError]:
+def _quantity_errors(field: str, mapping, *, container: bool = False) -> list[FieldError]:
+    """Malformed quantities; in a container's resources also fractions of an extended
+    resource (`nvidia.com/gpu: 500m`), which the apiserver refuses: devices are whole."""
     errors = []
     for key, value in (mapping or {}).items():
         try:
-            quantity.parse(value)
+            parsed = quantity.parse(value)
         except (ValueError, TypeError):
             errors.append(FieldError("Invalid", f"{field}[{key}]", value, QUANTITY_MSG))
+            continue
+        if container and is_extended(key) and parsed.denominator != 1:
+            shown = quantity.format_decimal(parsed)
+            errors.append(FieldError("Invalid", f"{field}[{key}]", shown, "must be an integer"))
     return errors
 
 
@@ -216,8 +222,8 @@ def _container_errors(field: str, containers, names: set) -> list[FieldError]:
             errors.append(FieldError("Required", f"{path}.image"))
         resources = container.get("resources") or {}
         limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-        errors += _quantity_errors(f"{path}.resources.limits", limits)
-        errors += _quantity_errors(f"{path}.resources.requests", requests)
+        errors += _quantity_errors(f"{path}.resources.limits", limits, container=True)
+        errors += _quantity_errors(f"{path}.resources.requests", requests, container=True)
         for resource_name, requested in requests.items():
             if not is_extended(resource_name):
                 continue
@@ -398,8 +404,11 @@ def _immutable_errors(rtype: ResourceType, new: dict, old: dict) -> list[FieldEr
                     FieldError("Invalid", f"spec.{key}", new_spec.get(key), "field is immutable")
                 )
         new_template, old_template = new_spec.get("template"), old_spec.get("template")
+        # Only a suspended Job that never started may change its scheduling directives
+        # (the job strategy's AllowMutableSchedulingDirectives).
+        never_started = not (old.get("status") or {}).get("startTime")
         if new_template != old_template and not _scheduling_only_change(
-            new_template, old_template, suspended=bool(old_spec.get("suspend"))
+            new_template, old_template, suspended=bool(old_spec.get("suspend")) and never_started
         ):
             errors.append(
                 FieldError("Invalid", "spec.template", new_template, "field is immutable")
@@ -448,13 +457,20 @@ def _pod_spec_for_compare(spec: dict, old_spec: dict) -> dict:
 
 
 def _scheduling_only_change(new, old, *, suspended: bool) -> bool:
-    """A suspended Job may change its template's scheduling directives and labels."""
+    """A change of the template's scheduling directives (nodeSelector, tolerations,
+    affinity, schedulingGates) and of its labels and annotations, allowed while
+    `suspended`; any other template change is never allowed."""
     if not suspended or not isinstance(new, dict) or not isinstance(old, dict):
         return False
     free = {"nodeSelector", "tolerations", "affinity", "schedulingGates"}
     new_spec = {k: v for k, v in (new.get("spec") or {}).items() if k not in free}
     old_spec = {k: v for k, v in (old.get("spec") or {}).items() if k not in free}
-    return new_spec == old_spec
+    new_meta = {k: v for k, v in (new.get("metadata") or {}).items() if k not in _LABELS}
+    old_meta = {k: v for k, v in (old.get("metadata") or {}).items() if k not in _LABELS}
+    return new_spec == old_spec and new_meta == old_meta
+
+
+_LABELS = {"labels", "annotations"}
 
 
 def validate(rtype: ResourceType, obj: dict, old: dict | None = None) -> None:

@@ -131,10 +131,34 @@ def test_json_patch_test_failure_is_rejected(batch):
         batch.patch_namespaced_job(
             "train",
             "default",
-            [{"op": "test", "path": "/spec/suspend", "value": False}],
+            [
+                {"op": "test", "path": "/spec/suspend", "value": False},
+                {"op": "replace", "path": "/spec/suspend", "value": False},
+            ],
             _content_type="application/json-patch+json",
         )
-    assert error.value.status in (400, 422)
+    assert error.value.status == 422
+    body = status_body(error.value)
+    assert body["reason"] == "Invalid"
+    assert body["message"] == "the server rejected our request due to an error in our request"
+    assert batch.read_namespaced_job("train", "default").spec.suspend is True
+
+
+def test_json_patch_that_does_not_decode_is_a_bad_request(api, batch):
+    batch.create_namespaced_job("default", job_manifest(suspend=True))
+    response = api.call_api(
+        *api.param_serialize(
+            "PATCH",
+            "/apis/batch/v1/namespaces/default/jobs/train",
+            header_params={"Content-Type": "application/json-patch+json"},
+            body=["not an op"],
+        )
+    )
+    response.read()
+    assert response.status == 400
+    assert json.loads(response.data)["message"] == (
+        "json: cannot unmarshal string into Go value of type jsonpatch.Operation"
+    )
 
 
 def test_apply_creates_then_an_identical_apply_writes_nothing(kubesim, api):

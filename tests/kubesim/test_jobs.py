@@ -71,7 +71,7 @@ def test_it_completes_a_job(k):
     k.advance(601)
     # Read once per poll: the job read for the check is the one returned.
     done = wait_for(lambda: condition(job := read(k, ns, "train"), "Complete") and job)
-    assert done.status.succeeded == 1 and done.status.active == 0
+    assert done.status.succeeded == 1 and done.status.active is None  # 0 is omitted
     assert done.status.completion_time >= done.status.start_time
     assert condition(done, "SuccessCriteriaMet").status == "True"
 
@@ -136,7 +136,7 @@ def test_the_deadline_fails_the_job_and_deletes_its_pods(k):
     assert failed.reason == "DeadlineExceeded"
     assert failed.message == "Job was active longer than specified deadline"
     assert wait_for(lambda: not pods_of(k, ns, "slow"))
-    assert read(k, ns, "slow").status.active == 0
+    assert read(k, ns, "slow").status.active is None
 
 
 def test_suspend_deletes_pods_and_resume_resets_the_start_time(k):
@@ -197,7 +197,7 @@ def test_pod_failure_policy_ignores_disruptions(k):
         )
     )
     status = read(k, ns, "spot").status
-    assert status.failed == 0
+    assert status.failed is None
     assert not condition(read(k, ns, "spot"), "Failed")
 
 
@@ -250,7 +250,7 @@ def test_quota_blocks_pods_with_a_failed_create_event_then_retries(k):
     wait_for(lambda: failed_creates(k, ns)[0].count >= 2)
     assert len(failed_creates(k, ns)) == 1
     blocked = read(k, ns, "blocked")
-    assert blocked.status.active == 0
+    assert blocked.status.active is None
     assert blocked.status.start_time is not None  # set even though no pod could start
 
     k.core.patch_namespaced_resource_quota(

@@ -1,7 +1,10 @@
 """Real kubectl against kubesim (the demo cluster with its control plane running)."""
 
+import queue
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,136 @@ def test_create_from_file_and_delete_namespace(kubectl):
     kubectl("delete", "namespace", "team-a")
     assert "team-a" not in kubectl("get", "namespaces").stdout
     assert "No resources found" in kubectl("get", "jobs", "-A").stderr
+
+
+def test_wait_for_a_job_to_complete(kubectl):
+    """kubectl 1.37 watches with sendInitialEvents and waits for the end-of-list bookmark."""
+    job = JOB.replace("suspend: true", "suspend: false").replace(
+        "    spec:\n      restartPolicy",
+        "    metadata: {annotations: {kubesim.io/duration: 1s}}\n    spec:\n      restartPolicy",
+    )
+    kubectl("apply", "-f", "-", stdin=job)
+    waited = kubectl("wait", "--for=condition=complete", "job/hello", "--timeout=20s")
+    assert waited.stdout.strip() == "job.batch/hello condition met"
+
+
+def test_get_watch_prints_full_rows_for_changes(kubectl, kubesim_cluster):
+    watcher = subprocess.Popen(
+        [str(KUBECTL), "--kubeconfig", kubesim_cluster.kubeconfig_path, "get", "jobs", "-w"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in watcher.stdout], daemon=True).start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any(e["verb"] == "watch" for e in list(kubesim_cluster.request_log)):
+            assert time.monotonic() < deadline, "kubectl never started watching"
+            time.sleep(0.05)
+        kubectl("apply", "-f", "-", stdin=JOB)  # arrives as a watch event, not in the list
+        seen = []
+        while not any(row[:3] == ["hello", "Suspended", "0/1"] for row in seen):
+            seen.append(lines.get(timeout=20).split())
+    finally:
+        watcher.kill()
+        watcher.wait()
+    assert all(len(row) >= 4 for row in seen), seen  # NAME STATUS COMPLETIONS [DURATION] AGE
+
+
+def test_create_generators_send_protobuf_and_work(kubectl, kubesim_cluster):
+    """kubectl's typed clients send application/vnd.kubernetes.protobuf bodies."""
+    kubectl("create", "namespace", "team-x")
+    kubectl("create", "job", "hello", "--image=busybox:1.36", "-n", "team-x", "--", "echo", "hi")
+    kubectl("create", "quota", "gpu", "--hard=requests.nvidia.com/gpu=4,pods=10", "-n", "team-x")
+    kubectl(
+        "create", "role", "reader", "--verb=get,list", "--resource=pods,jobs.batch", "-n", "team-x"
+    )
+    kubectl(
+        "create",
+        "rolebinding",
+        "readers",
+        "--role=reader",
+        "--user=alice",
+        "--serviceaccount=team-x:ci",
+        "-n",
+        "team-x",
+    )
+    posts = [e for e in kubesim_cluster.request_log if e["method"] == "POST"]
+    assert [(e["resource"], e["status"]) for e in posts] == [
+        ("namespaces", 201),
+        ("jobs", 201),
+        ("resourcequotas", 201),
+        ("roles", 201),
+        ("rolebindings", 201),
+    ]
+    store = kubesim_cluster.store
+    job = store.get("jobs", "team-x", "hello")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert (container["name"], container["image"], container["command"]) == (
+        "hello",
+        "busybox:1.36",
+        ["echo", "hi"],
+    )
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    quota = store.get("resourcequotas", "team-x", "gpu")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "4", "pods": "10"}
+    role = store.get("roles", "team-x", "reader")
+    assert role["rules"] == [
+        {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]},
+        {"verbs": ["get", "list"], "apiGroups": ["batch"], "resources": ["jobs"]},
+    ]
+    binding = store.get("rolebindings", "team-x", "readers")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "reader",
+    }
+    assert binding["subjects"] == [
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+        {"kind": "ServiceAccount", "name": "ci", "namespace": "team-x"},
+    ]
+
+
+def test_drain_cordons_and_removes_the_pods(kubectl, kubesim_cluster):
+    kubectl("create", "job", "long", "--image=busybox:1.36", "--", "sleep", "1000")
+    deadline = time.monotonic() + 20
+    while True:
+        pods = kubesim_cluster.store.list("pods", "default")
+        if pods and pods[0]["spec"].get("nodeName"):
+            break
+        assert time.monotonic() < deadline, "the job's pod was never scheduled"
+        time.sleep(0.05)
+    node, name = pods[0]["spec"]["nodeName"], pods[0]["metadata"]["name"]
+    drain = subprocess.Popen(
+        [str(KUBECTL), "--kubeconfig", kubesim_cluster.kubeconfig_path]
+        + ["drain", node, "--force", "--timeout=60s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:  # the evicted pod has its 30 s grace period on the sim clock: skip through it
+        while drain.poll() is None:
+            kubesim_cluster.clock.advance(10)
+            time.sleep(0.2)
+    finally:
+        drain.kill()
+        out, err = drain.communicate()
+    assert drain.returncode == 0, err
+    assert f"node/{node} drained" in out
+    evictions = [e for e in kubesim_cluster.request_log if e["subresource"] == "eviction"]
+    assert [(e["name"], e["status"]) for e in evictions] == [(name, 201)]  # a protobuf body
+    assert kubesim_cluster.store.get("nodes", None, node)["spec"]["unschedulable"] is True
+    assert name not in [p["metadata"]["name"] for p in kubesim_cluster.store.list("pods")]
+
+
+def test_get_pages_with_chunk_size(kubectl, kubesim_cluster):
+    for index in range(5):
+        kubectl("create", "namespace", f"page-{index}")
+    kubesim_cluster.request_log.clear()
+    out = kubectl("get", "namespaces", "--chunk-size=2", "-o", "name").stdout.split()
+    assert [n for n in out if n.startswith("namespace/page-")] == [
+        f"namespace/page-{i}" for i in range(5)
+    ]
+    lists = [e for e in kubesim_cluster.request_log if e["verb"] == "list"]
+    assert len(lists) == (len(kubesim_cluster.store.list("namespaces")) + 1) // 2  # two a page

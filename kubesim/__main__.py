@@ -1,4 +1,5 @@
-"""python -m kubesim --cluster FILE --port N [--state FILE] [--speed X] [--kubeconfig PATH]"""
+"""python -m kubesim --cluster FILE --port N [--state FILE] [--speed X] [--kubeconfig PATH]
+python -m kubesim history --cluster FILE --workload FILE --from T --to T --out FILE [--step S]"""
 
 import argparse
 import signal
@@ -13,6 +14,11 @@ def _interrupt(signum, frame):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["history"]:
+        from .history import main as history_main
+
+        return history_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
     parser.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster file (YAML)")
     parser.add_argument("--port", type=int, default=8001, help="0 picks a free port")

@@ -7,6 +7,7 @@ capacity), so a node created over the API gets devices too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -112,9 +113,9 @@ class Device:
     mig_profile: str | None = None
     gpu_instance_id: int | None = None
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """Stable id of the device across the cluster."""
+        """Stable id of the device across the cluster (made once: metrics read it often)."""
         if self.mig_profile:
             return f"{self.node}/{self.gpu}/{self.gpu_instance_id}"
         return f"{self.node}/{self.gpu}"

@@ -197,3 +197,21 @@ def test_file_sd_lists_one_target_per_gpu_node(k, tmp_path):
     finally:
         k.core.delete_node("extra-0")
     wait_for(lambda: "/metrics/dcgm/extra-0" not in path.read_text())
+
+
+def test_framebuffer_level_and_constant_load_from_annotations(k):
+    ns = k.namespace()
+    annotations = {
+        "kubesim.io/gpu-profile": "constant",
+        "kubesim.io/gpu-util": "35",
+        "kubesim.io/gpu-fb-used": "12000",
+        "kubesim.io/duration": "1h",
+    }
+    mig = "nvidia.com/mig-3g.40gb"
+    k.core.create_namespaced_pod(ns, pod("steady", 1, annotations, resource=mig))
+    wait_for(lambda: k.core.read_namespaced_pod("steady", ns).status.phase == "Running")
+    _, samples = scrape(k, "/metrics/dcgm/gpu-mig-0")
+    ((_, used),) = series(samples, "DCGM_FI_DEV_FB_USED", pod="steady")
+    ((_, free),) = series(samples, "DCGM_FI_DEV_FB_FREE", pod="steady")
+    ((_, active),) = series(samples, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", pod="steady")
+    assert (used, free, active) == (12000, 40192 - 12000, 0.35)

@@ -14,6 +14,7 @@ of one node (`/metrics/dcgm/{node}`), `render` the pages of all nodes together
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import threading
@@ -233,18 +234,47 @@ def pod_load(pod: dict, at: float) -> tuple[kubelet.GpuLoad, float]:
     return kubelet.GpuLoad.from_annotations(pod), started
 
 
+def physical_devices(devices: list[Device]) -> list[tuple[Device, list[str]]]:
+    """(the device as DCGM sees it, the schedulable device keys on it): one entry per
+    GPU or MIG instance; a time-sliced GPU's replicas fold into one."""
+    groups: dict[str, tuple[Device, list[str]]] = {}
+    for device in devices:
+        group = groups.get(device.physical_key)
+        if group is None:
+            seen = (
+                dataclasses.replace(device, replica=None) if device.replica is not None else device
+            )
+            groups[device.physical_key] = (seen, [device.key])
+        else:
+            group[1].append(device.key)
+    return list(groups.values())
+
+
+def holders_of(keys: list[str], holders: dict) -> list:
+    """The distinct holders of these device keys, in key order."""
+    found = []
+    for key in keys:
+        holder = holders.get(key)
+        if holder is not None and not any(holder is other for other in found):
+            found.append(holder)
+    return found
+
+
 def node_rows(
     node: dict, holders: dict[str, dict], now: datetime, meter: EnergyMeter, pod_labels=POD_LABELS
 ) -> list[tuple[list, dict]]:
-    """(labels, values) for every device of one node at `now`."""
+    """(labels, values) for every device of one node at `now`. A GPU that pods share
+    by time-slicing has one set of values, copied to a row per pod, as the exporter
+    does (so summing across pods counts the GPU several times)."""
     rows = []
     at = now.timestamp()
     boot = boot_time(node, at)
-    for device in node_devices(node):
-        pod = holders.get(device.key)
-        loads = [pod_load(pod, at)] if pod else []
-        values = sample(device, loads, at, _xid(node, pod), meter, boot)
-        rows.append((device_labels(device, pod, pod_labels), values))
+    for device, keys in physical_devices(node_devices(node)):
+        pods = holders_of(keys, holders)
+        loads = [pod_load(pod, at) for pod in pods]
+        values = sample(device, loads, at, _xid(node, pods[0] if pods else None), meter, boot)
+        for pod in pods or [None]:
+            rows.append((device_labels(device, pod, pod_labels), values))
     return rows
 
 

@@ -494,6 +494,7 @@ class Cluster:
     def __init__(self, nodes: list[dict]):
         self.nodes = sorted(nodes, key=lambda n: n["metadata"]["name"])
         self.devices = {n["metadata"]["name"]: cluster.node_devices(n) for n in self.nodes}
+        self.physical = {name: dcgm.physical_devices(d) for name, d in self.devices.items()}
         self.taken: set[str] = set()
 
     def place(self, pod: dict, resource: str, gpus: int):
@@ -774,32 +775,32 @@ class History:
         out: dict[str, list[str]] = {name: [] for _, name, _ in fields}
         for node in self.cluster.nodes:
             name = node["metadata"]["name"]
-            devices = self.cluster.devices[name]
-            if not devices:
-                continue
             observed = not any(gap.covers("dcgm", name, at) for gap in self.workload.gaps)
-            for device in devices:
-                live = holders.get(device.key)
+            for device, keys in self.cluster.physical[name]:
+                lives = dcgm.holders_of(keys, holders)
                 if not observed:
-                    if live:
-                        self._usage(live).unobserved += 1
+                    for live in lives:
+                        self._usage(live).unobserved += _replicas(live, keys)
                     continue
-                loads = [(live.run.entry.load, live.started)] if live else []
+                loads = [(live.run.entry.load, live.started) for live in lives]
                 values = dcgm.sample(device, loads, at, 0, self.meter, self.start)
-                prefixes = self._prefixes(device, live)
-                for _, family, integer in fields:
-                    value = values[family]
-                    text = str(int(value)) if integer else f"{value:f}"  # dcgm.format_value
-                    out[family].append(prefixes[family] + text + stamp)
-                if live:
+                for live in lives or [None]:
+                    prefixes = self._prefixes(device, live)
+                    for _, family, integer in fields:
+                        value = values[family]
+                        text = str(int(value)) if integer else f"{value:f}"  # dcgm.format_value
+                        out[family].append(prefixes[family] + text + stamp)
+                busy = values[BUSY_METRIC]
+                fb = values["DCGM_FI_DEV_FB_USED"]
+                for live in lives:
+                    # A pod holding two replicas of one time-sliced GPU held two devices.
+                    weight = _replicas(live, keys)
                     usage = self._usage(live)
-                    busy = values[BUSY_METRIC]
                     if busy >= threshold:
-                        usage.busy += 1
+                        usage.busy += weight
                     else:
-                        usage.idle += 1
-                    usage.utilisation += busy
-                    fb = values["DCGM_FI_DEV_FB_USED"]
+                        usage.idle += weight
+                    usage.utilisation += busy * weight
                     usage.peak_fb = fb if usage.peak_fb is None else max(usage.peak_fb, fb)
         for family, lines in out.items():
             spools.write(family, "".join(lines), len(lines))
@@ -838,6 +839,10 @@ class History:
         for row in rows:
             answer.write(row)
         self.usage = {}
+
+
+def _replicas(live: Live, keys: list[str]) -> int:
+    return sum(1 for device in live.devices if device.key in keys)
 
 
 def _number(value: float):

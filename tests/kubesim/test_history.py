@@ -69,12 +69,12 @@ WORKLOAD = {
 }
 
 
-def run_history(tmp_path, workload=WORKLOAD, *extra, hours=4):
+def run_history(tmp_path, workload=WORKLOAD, *extra, hours=4, cluster=SMALL_CLUSTER):
     path = tmp_path / "workload.yaml"
     path.write_text(yaml.safe_dump(workload))
     command = [
         sys.executable, "-m", "kubesim", "history",
-        "--cluster", SMALL_CLUSTER,
+        "--cluster", cluster,
         "--workload", str(path),
         "--from", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(START)),
         "--to", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(START + hours * HOUR)),
@@ -303,3 +303,38 @@ def test_bad_options_are_refused(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "workload file: not YAML or JSON" in result.stderr
     assert sorted(os.listdir(tmp_path)) == ["workload.yaml"]
+
+
+def test_pods_sharing_a_time_sliced_gpu_each_see_the_whole_gpu(tmp_path):
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "nodePools: [{name: t4, namePrefix: gpu-t4, gpu: {model: T4, count: 1, replicas: 4}}]\n"
+    )
+    workload = {
+        "namespaces": [{"name": "team-a", "team": "a"}, {"name": "team-b", "team": "b"}],
+        "workloads": [
+            {"namespace": "team-a", "name": "light", "duration": "2h", "profile": "constant",
+             "util": 3, "gpus": 2},
+            {"namespace": "team-b", "name": "heavy", "start": "+30m", "duration": "1h",
+             "profile": "constant", "util": 50},
+        ],
+    }  # fmt: skip
+    result = run_history(tmp_path, workload, hours=2, cluster=str(cluster))
+    assert result.returncode == 0, result.stderr
+    answer = json.loads((tmp_path / "history.answer.json").read_text())
+    light = {r["hour"]: r for r in rows_of(answer, pod="light")}
+    # Alone at 3 % (two replicas of the one GPU): idle; busy once the other pod's load
+    # is on the same GPU (the exporter reports the device, not the pod).
+    assert light[hour(0)]["gpus"] == 2 and light[hour(0)]["gpu_minutes"] == 120
+    assert light[hour(0)]["idle_gpu_minutes"] == 60 and light[hour(0)]["busy_gpu_minutes"] == 60
+    (heavy,) = rows_of(answer, pod="heavy", hour=hour(0))
+    assert heavy["mean_utilisation"] == 0.53
+    text = (tmp_path / "history.om").read_text()
+    at = START + 45 * 60
+    rows = [
+        line
+        for line in text.splitlines()
+        if line.startswith("DCGM_FI_PROF_GR_ENGINE_ACTIVE{") and line.endswith(f" {at}")
+    ]
+    assert len(rows) == 2  # one GPU, copied to both pods
+    assert {re.search(r'exported_pod="(\w+)"', r).group(1) for r in rows} == {"light", "heavy"}

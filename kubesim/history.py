@@ -561,8 +561,10 @@ class Spools:
                 kind = family.kind if family.kind == "gauge" else "unknown"
                 header = f"# HELP {family.name} {family.help}\n# TYPE {family.name} {kind}\n"
                 target.write(header.encode())
-                with open(os.path.join(self.tmp.name, family.name), "rb") as source:
+                spool = os.path.join(self.tmp.name, family.name)
+                with open(spool, "rb") as source:
                     shutil.copyfileobj(source, target, 1 << 22)
+                os.remove(spool)  # the disk holds the output plus one family, not twice it
             target.write(b"# EOF\n")
         os.replace(tmp_out, out)
         self.tmp.cleanup()

@@ -473,9 +473,9 @@ def _new_live(run: Run, namespace_labels: dict, at: float) -> Live:
         creationTimestamp=stamp,
     )
     pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
-    live = Live(run=run, pod=pod, job=job, created=at)
-    _sync_job(live, at)
-    return live
+    # The Job's status is made when it is first needed: most runs are placed in the
+    # step they are created in, and reconciling twice would be wasted.
+    return Live(run=run, pod=pod, job=job, created=at)
 
 
 def _sync_job(live: Live, at: float) -> None:
@@ -589,6 +589,7 @@ class History:
     ):
         self.cluster = Cluster(nodes)
         self.dcgm_fields = [f for f in dcgm.FIELDS if selected(f.family.name)]
+        self.ksm_families = {f.name for f in ksm.FAMILIES if selected(f.name)}
         # The labels the documented scrape config gives each series (docs/kubesim.md).
         self.ksm_target = {"job": "kube-state-metrics", "instance": KSM_INSTANCE}
         self.dcgm_targets = dcgm.target_labels(nodes, KSM_INSTANCE)
@@ -666,11 +667,12 @@ class History:
     def _rows(self, rows_for, obj: dict) -> tuple:
         """Rendered `series value` strings of one object, cached while it is unchanged."""
         cached = self._ksm_cache.get(id(obj))
-        target = self.ksm_target
         if cached is None or cached[0] is not obj:
+            target, wanted = self.ksm_target, self.ksm_families
             rows = [
                 (family, f"{series_key(family, scraped(labels, target, True))} {go_float(value)}")
                 for family, labels, value in rows_for(obj, self.allowlist)
+                if family in wanted
             ]
             cached = (obj, rows)
             self._ksm_cache[id(obj)] = cached
@@ -680,6 +682,9 @@ class History:
         if not self.ksm_dirty:
             return self._ksm
         by_family: dict[str, list[str]] = {}
+        for live in self.live.values():
+            if live.job is not None and "status" not in live.job:
+                _sync_job(live, live.created)  # a Job whose pod is still Pending
         objects = [
             (ksm.job_rows, [live.job for live in self.live.values() if live.job]),
             (ksm.namespace_rows, self.namespaces.values()),

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from kubesim import exposition, kubelet
+from kubesim import exposition, kubelet, xid
 from kubesim.clock import parse_time
 from kubesim.cluster import GPU_MODELS, Device, node_devices
 from kubesim.exposition import Family
@@ -77,8 +77,14 @@ FIELDS = [
         False,
     ),
 ]
-FAMILIES = [field.family for field in FIELDS]
+XID_COUNT = Family(
+    "DCGM_EXP_XID_ERRORS_COUNT",
+    "gauge",
+    "Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+)
+FAMILIES = [field.family for field in FIELDS] + [XID_COUNT]
 POD_LABELS = ("namespace", "pod", "container")
+XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
 
 # modelName -> SM clock (idle MHz, max boost MHz).
 SM_CLOCKS = {
@@ -211,7 +217,10 @@ def device_labels(device: Device, pod: dict | None, pod_labels=POD_LABELS) -> li
     return labels
 
 
-def _xid(node: dict, pod: dict | None) -> int:
+def _xid(node: dict, pod: dict | None, gpu: int) -> int:
+    last = xid.last_code(node, gpu)
+    if last:
+        return last
     for obj in (pod, node):
         value = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(XID_ANNOTATION)
         if value:
@@ -269,10 +278,15 @@ def node_rows(
     rows = []
     at = now.timestamp()
     boot = boot_time(node, at)
+    counted: set[int] = set()  # XIDs are per physical GPU: count them on its first device
     for device, keys in physical_devices(node_devices(node)):
         pods = holders_of(keys, holders)
         loads = [pod_load(pod, at) for pod in pods]
-        values = sample(device, loads, at, _xid(node, pods[0] if pods else None), meter, boot)
+        code = _xid(node, pods[0] if pods else None, device.gpu)
+        values = sample(device, loads, at, code, meter, boot)
+        if device.gpu not in counted:
+            counted.add(device.gpu)
+            values[XID_COUNT.name] = xid.recent_counts(node, device.gpu, now)
         for pod in pods or [None]:
             rows.append((device_labels(device, pod, pod_labels), values))
     return rows
@@ -285,7 +299,24 @@ def render_rows(rows: list[tuple[list, dict]]) -> str:
         ]
         for field in FIELDS
     }
+    grouped[XID_ERRORS] = [
+        (family_labels(XID_ERRORS, labels, int(value)), value)
+        for labels, value in grouped[XID_ERRORS]
+    ]
+    grouped[XID_COUNT.name] = [
+        (labels + [("window_size_in_ms", str(xid.COUNT_WINDOW_MS)), ("xid", str(code))], str(n))
+        for labels, values in rows
+        for code, n in sorted(values.get(XID_COUNT.name, {}).items())
+    ]
     return exposition.render(FAMILIES, grouped)
+
+
+def family_labels(family: str, labels: list, value) -> list[tuple]:
+    """A sample's labels in one family: the exporter adds the last XID's code and text
+    to DCGM_FI_DEV_XID_ERRORS."""
+    if family == XID_ERRORS:
+        return labels + [("err_code", str(value)), ("err_msg", xid.message(value))]
+    return labels
 
 
 def render(

@@ -726,12 +726,14 @@ class History:
         cache = live.prefixes if live else self._idle_prefixes
         prefixes = cache.get(device.key)
         if prefixes is None:
-            labels = scraped(
-                dcgm.device_labels(device, live.pod if live else None),
-                self.dcgm_targets[device.node],
-                self.dcgm_honor_labels,
-            )
-            prefixes = {f.family.name: series_key(f.family.name, labels) + " " for f in dcgm.FIELDS}
+            labels = dcgm.device_labels(device, live.pod if live else None)
+            target, honor = self.dcgm_targets[device.node], self.dcgm_honor_labels
+            prefixes = {}
+            for f in dcgm.FIELDS:
+                name = f.family.name
+                # History has no XIDs: every GPU's last XID is 0.
+                stored = scraped(dcgm.family_labels(name, labels, 0), target, honor)
+                prefixes[name] = series_key(name, stored) + " "
             cache[device.key] = prefixes
         return prefixes
 

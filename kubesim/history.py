@@ -534,6 +534,7 @@ class Spools:
     into OpenMetrics (families must not interleave)."""
 
     def __init__(self, out: str, families: list, selected):
+        self.out = out
         directory = os.path.dirname(os.path.abspath(out))
         self.tmp = tempfile.TemporaryDirectory(prefix=".kubesim-history-", dir=directory)
         self.families = [f for f in families if selected(f.name)]
@@ -573,6 +574,8 @@ class Spools:
         for handle in self.files.values():
             handle.close()
         self.tmp.cleanup()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.out + ".tmp")
 
 
 class History:
@@ -861,7 +864,18 @@ def _number(value: float):
 # --- answer files ---
 
 
-class JsonAnswer:
+class _AnswerFile:
+    handle = None
+    path = ""
+
+    def abort(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path + ".tmp")
+
+
+class JsonAnswer(_AnswerFile):
     def __init__(self, path: str, meta: dict):
         self.handle = open(path + ".tmp", "w")  # noqa: SIM115 (closed in close)
         self.path = path
@@ -881,7 +895,7 @@ class JsonAnswer:
         os.replace(self.path + ".tmp", self.path)
 
 
-class CsvAnswer:
+class CsvAnswer(_AnswerFile):
     def __init__(self, path: str, meta: dict):
         self.handle = open(path + ".tmp", "w", newline="")  # noqa: SIM115 (closed in close)
         self.path = path
@@ -939,18 +953,21 @@ def generate(
         "threshold": workload.threshold,
         "busy_metric": BUSY_METRIC,
     }
-    answer = (CsvAnswer if answer_path.endswith(".csv") else JsonAnswer)(answer_path, meta)
-    spools = Spools(out, ksm.FAMILIES + dcgm.FAMILIES, selected)
+    spools = answer = None
     began = time.monotonic()
     try:
+        spools = Spools(out, ksm.FAMILIES + dcgm.FAMILIES, selected)
+        answer = (CsvAnswer if answer_path.endswith(".csv") else JsonAnswer)(answer_path, meta)
         history = History(nodes, workload, start, end, step, allowlist, dcgm_honor_labels, selected)
         history.play(spools, answer)
         spools.finish(out)
-    except BaseException:
-        spools.abort()
-        raise
-    finally:
         answer.close()
+    except BaseException:
+        # Nothing half-written: no output, no answer, no spools.
+        for partial in (spools, answer):
+            if partial is not None:
+                partial.abort()
+        raise
     return {
         "samples": spools.lines,
         "answer_rows": answer.count,
@@ -1005,6 +1022,9 @@ def main(argv=None) -> int:
         )
     except (HistoryError, ValueError) as exc:
         print(f"python -m kubesim history: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"python -m kubesim history: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
         return 2
     with contextlib.suppress(BrokenPipeError):
         print(json.dumps(summary))

@@ -296,6 +296,11 @@ def test_bad_options_are_refused(tmp_path):
     assert result.returncode == 2 and "--step: must be between 1s" in result.stderr
     result = run_history(tmp_path, WORKLOAD, hours=0)
     assert result.returncode == 2 and "--to must be after --from" in result.stderr
+    answer = str(tmp_path / "missing" / "answer.json")
+    result = run_history(tmp_path, WORKLOAD, "--answer", answer)
+    assert result.returncode == 2
+    assert f"No such file or directory: {answer}.tmp" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["workload.yaml"]  # no output, no spools
     (tmp_path / "workload.yaml").write_text("[deep: {nesting" * 50)
     command = [sys.executable, "-m", "kubesim", "history", "--cluster", SMALL_CLUSTER,
                "--workload", str(tmp_path / "workload.yaml"), "--from", "2026-01-01",

@@ -2,45 +2,12 @@
 created suspended at planning, released with a deadline, status by watch,
 FailedCreate and log tail on the job, cancel deletes the Job."""
 
-from datetime import timedelta
-
-import pytest
-from django.utils import timezone
-
 from batch import actions, manifests
 from batch import cluster as batch_cluster
-from batch.models import BatchJob, ImageRule
-from gpu_requests.models import Membership
-from tests.factories import UserFactory, make_reviewer
+from batch.models import BatchJob
 from tests.provisioning.conftest import wait_for
 
 Status = BatchJob.Status
-
-
-@pytest.fixture
-def setup(transactional_db, kubesim, eager, demo_flavors):
-    from gpu_requests.models import Team
-
-    ImageRule.objects.create(prefix="docker.io/library/")
-    team = Team.objects.create(slug="vision", name="Vision")
-    alice = UserFactory(username="alice")
-    Membership.objects.create(team=team, user=alice)
-    admin = make_reviewer("admin")
-    opens = (timezone.now() - timedelta(minutes=1)).replace(second=0, microsecond=0)
-    window = actions.save_window(
-        None,
-        by=admin,
-        capacity={demo_flavors["h100"]: 8, demo_flavors["l4"]: 8},
-        name="Now",
-        timezone="UTC",
-        days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
-        start_time=opens.time(),
-        end_time=(opens + timedelta(hours=2)).time(),
-        exceptions=[],
-        price_factor="0.5",
-        spot_allowed=True,
-    )
-    return {"team": team, "alice": alice, "admin": admin, "window": window}
 
 
 def submit(setup, flavor, **overrides):

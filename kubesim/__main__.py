@@ -1,4 +1,5 @@
-"""python -m kubesim --cluster FILE --port N [--state FILE] [--speed X] [--kubeconfig PATH]"""
+"""python -m kubesim --cluster FILE --port N [--state FILE] [--speed X] [--kubeconfig PATH]
+python -m kubesim history --cluster FILE --workload FILE --from T --to T --out FILE [--step S]"""
 
 import argparse
 import signal
@@ -13,6 +14,11 @@ def _interrupt(signum, frame):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["history"]:
+        from .history import main as history_main
+
+        return history_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
     parser.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster file (YAML)")
     parser.add_argument("--port", type=int, default=8001, help="0 picks a free port")
@@ -55,7 +61,9 @@ def main(argv=None) -> int:
     if allowlist is not None:
         sim.control_plane.ksm_allowlist = allowlist
     if args.dcgm_file_sd:
-        sim.control_plane.keep_file_sd(args.dcgm_file_sd, f"{args.host}:{sim.port}")
+        # Listening on every address: the targets name the loopback one.
+        host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+        sim.control_plane.keep_file_sd(args.dcgm_file_sd, f"{host}:{sim.port}")
     if args.kubeconfig:
         sim.write_kubeconfig(args.kubeconfig)
     print(f"kubesim listening on {sim.url}", flush=True)

@@ -46,4 +46,7 @@ def format_time(moment: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
+    # fromisoformat is ~10x faster than strptime; it takes this exact shape too.
+    if len(text) == 20 and text[10] == "T" and text[19] == "Z":
+        return datetime.fromisoformat(text[:19]).replace(tzinfo=UTC)
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)

@@ -7,6 +7,7 @@ capacity), so a node created over the API gets devices too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 import yaml
 
 GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_SUFFIX = "-SHARED"  # GFD's product suffix on time-sliced GPUs
 MIG_PREFIX = "nvidia.com/mig-"
 DEFAULT_KUBELET_VERSION = "v1.31.4"
 
@@ -111,13 +113,22 @@ class Device:
     memory_mib: int
     mig_profile: str | None = None
     gpu_instance_id: int | None = None
+    replica: int | None = None  # time-slicing: which of the GPU's replicas
 
-    @property
-    def key(self) -> str:
-        """Stable id of the device across the cluster."""
+    @functools.cached_property
+    def physical_key(self) -> str:
+        """The GPU (or MIG instance) itself: shared by all replicas of a time-sliced GPU."""
         if self.mig_profile:
             return f"{self.node}/{self.gpu}/{self.gpu_instance_id}"
         return f"{self.node}/{self.gpu}"
+
+    @functools.cached_property
+    def key(self) -> str:
+        """Stable id of the schedulable device across the cluster (made once: metrics read
+        it often). Replicas are `node/gpu::replica`, like the device plugin's IDs."""
+        if self.replica is not None:
+            return f"{self.physical_key}::{self.replica}"
+        return self.physical_key
 
 
 def load(path: str | Path) -> dict:
@@ -198,8 +209,12 @@ def gpu_labels(gpu: dict) -> dict[str, str]:
             labels[f"nvidia.com/mig-{profile}.memory"] = str(MIG_PROFILE_MEMORY.get(profile, 0))
     else:
         labels["nvidia.com/mig.strategy"] = "none"
-    if gpu.get("replicas"):
-        labels["nvidia.com/gpu.replicas"] = str(gpu["replicas"])
+    replicas = int(gpu.get("replicas") or 1)
+    if replicas > 1:
+        # Time-slicing, as GPU Feature Discovery labels it: the product gets -SHARED.
+        labels["nvidia.com/gpu.product"] += SHARED_SUFFIX
+        labels["nvidia.com/gpu.replicas"] = str(replicas)
+        labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
     return labels
 
 
@@ -326,6 +341,7 @@ def gpu_uuid(node: str, gpu: int) -> str:
 
 
 def model_for_product(product: str) -> dict | None:
+    product = product.removesuffix(SHARED_SUFFIX)
     for model in GPU_MODELS.values():
         if model["product"] == product:
             return model
@@ -360,10 +376,19 @@ def node_devices(node: dict) -> list[Device]:
 
     if not mig_counts:
         whole = int(capacity.get(GPU_RESOURCE, "0") or 0)
+        replicas = int(labels.get("nvidia.com/gpu.replicas", "1") or 1)
+        if replicas <= 1:
+            return [
+                Device(**physical(i), resource=GPU_RESOURCE, memory_mib=model["memory"])
+                for i in range(whole)
+            ]
+        # Time-slicing: each GPU is advertised `replicas` times; every replica sees the
+        # whole GPU (no memory or fault isolation).
         return [
-            Device(**physical(i), resource=GPU_RESOURCE, memory_mib=model["memory"])
+            Device(**physical(i // replicas), resource=GPU_RESOURCE, memory_mib=model["memory"],
+                   replica=i % replicas)
             for i in range(whole)
-        ]
+        ]  # fmt: skip
     # MIG instances are spread evenly over the physical GPUs, profile by profile;
     # GPU instance ids count up per GPU as nvidia-smi shows them.
     gpus = max(gpu_count, 1)

@@ -14,12 +14,15 @@ of one node (`/metrics/dcgm/{node}`), `render` the pages of all nodes together
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import threading
 from dataclasses import dataclass
 from datetime import datetime
 
 from kubesim import exposition, kubelet, xid
+from kubesim.clock import parse_time
 from kubesim.cluster import GPU_MODELS, Device, node_devices
 from kubesim.exposition import Family
 from kubesim.scheduler import held_device_keys
@@ -81,6 +84,7 @@ XID_COUNT = Family(
 )
 FAMILIES = [field.family for field in FIELDS] + [XID_COUNT]
 POD_LABELS = ("namespace", "pod", "container")
+XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
 
 # modelName -> SM clock (idle MHz, max boost MHz).
 SM_CLOCKS = {
@@ -139,39 +143,46 @@ def _container_for(pod: dict, resource: str) -> str:
     return containers[0]["name"] if containers else ""
 
 
-def _model(model_name: str) -> dict:
-    for model in GPU_MODELS.values():
-        if model["model_name"] == model_name:
-            return model
-    return {"power": (30.0, 300.0)}
+@functools.lru_cache(maxsize=256)
+def _power(model_name: str, mig_profile: str | None) -> tuple[float, float]:
+    """(idle W, max W) of a device; a MIG instance draws its share of the GPU."""
+    idle_watts, max_watts = next(
+        (m["power"] for m in GPU_MODELS.values() if m["model_name"] == model_name), (30.0, 300.0)
+    )
+    share = int(mig_profile.split("g.", 1)[0]) / 7 if mig_profile else 1.0
+    return idle_watts * share, max_watts * share
 
 
-def _mig_share(device: Device) -> float:
-    if device.mig_profile:
-        return int(device.mig_profile.split("g.", 1)[0]) / 7
-    return 1.0
-
-
-def device_values(
+def sample(
     device: Device,
-    pod: dict | None,
-    now: datetime,
+    loads: list[tuple[kubelet.GpuLoad, float]],
+    at: float,
     xid: int,
-    energy_mj: int = 0,
-    utilisation: float | None = None,
+    meter: EnergyMeter,
+    boot: float,
 ) -> dict:
-    """The metric values of one device at `now` (numbers, not yet formatted)."""
-    if utilisation is None:
-        utilisation = kubelet.gpu_utilisation(pod, now, device.key) if pod else 0.0
-    used = kubelet.framebuffer_used(pod, device.memory_mib, utilisation) if pod else 0
-    power = device_power(device, utilisation, now)
-    temperature = 31 + 45 * utilisation + kubelet.noise(device.key + "/temp", now, 1.5)
+    """The metric values (numbers, not yet formatted) of one device at epoch second
+    `at`, held by pods with these (load, start time); [] when nobody holds it.
+
+    The one place DCGM values are made: the live pages and the history generator
+    both call it."""
+    utilisation, used = 0.0, 0
+    for load, started in loads:
+        busy = load.utilisation(at, started, device.key)
+        utilisation += busy
+        used += load.framebuffer_used(device.memory_mib, busy)
+    utilisation, used = min(utilisation, 1.0), min(used, device.memory_mib)
+    idle_watts, max_watts = _power(device.model_name, device.mig_profile)
+    power = idle_watts + (max_watts - idle_watts) * utilisation
+    power = max(power + kubelet.noise(device.key + "/power", at, max_watts / 350), 0.0)
+    energy = meter.read(device.key, at, power, idle_watts, boot)
+    temperature = 31 + 45 * utilisation + kubelet.noise(device.key + "/temp", at, 1.5)
     idle_clock, max_clock = SM_CLOCKS.get(device.model_name, (210, 1410))
     return {
         "DCGM_FI_DEV_SM_CLOCK": max_clock if utilisation > 0.01 else idle_clock,
         "DCGM_FI_DEV_GPU_TEMP": round(temperature),
-        "DCGM_FI_DEV_POWER_USAGE": round(max(power, 0.0), 3),
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy_mj,
+        "DCGM_FI_DEV_POWER_USAGE": round(power, 3),
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy,
         # DCGM reports 0 GPU_UTIL on MIG instances; only the profiling metrics work there.
         "DCGM_FI_DEV_GPU_UTIL": 0 if device.mig_profile else round(utilisation * 100),
         "DCGM_FI_DEV_XID_ERRORS": xid,
@@ -183,13 +194,6 @@ def device_values(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": round(utilisation * 0.6, 6),
         "DCGM_FI_PROF_DRAM_ACTIVE": round(utilisation * 0.45, 6),
     }
-
-
-def device_power(device: Device, utilisation: float, now: datetime) -> float:
-    idle_watts, max_watts = _model(device.model_name)["power"]
-    share = _mig_share(device)
-    power = (idle_watts + (max_watts - idle_watts) * utilisation) * share
-    return power + kubelet.noise(device.key + "/power", now, 2.0 * share)
 
 
 def device_labels(device: Device, pod: dict | None, pod_labels=POD_LABELS) -> list[tuple]:
@@ -227,36 +231,64 @@ def _xid(node: dict, pod: dict | None, gpu: int) -> int:
     return 0
 
 
-def _boot_time(node: dict, now: datetime) -> float:
+def boot_time(node: dict, default: float) -> float:
+    """When the node booted: its creation, for the energy counter."""
     created = node["metadata"].get("creationTimestamp")
-    if created:
-        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-    return now.timestamp()
+    return parse_time(created).timestamp() if created else default
+
+
+def pod_load(pod: dict, at: float) -> tuple[kubelet.GpuLoad, float]:
+    status = pod.get("status") or {}
+    started = parse_time(status["startTime"]).timestamp() if status.get("startTime") else at
+    return kubelet.GpuLoad.from_annotations(pod), started
+
+
+def physical_devices(devices: list[Device]) -> list[tuple[Device, list[str]]]:
+    """(the device as DCGM sees it, the schedulable device keys on it): one entry per
+    GPU or MIG instance; a time-sliced GPU's replicas fold into one."""
+    groups: dict[str, tuple[Device, list[str]]] = {}
+    for device in devices:
+        group = groups.get(device.physical_key)
+        if group is None:
+            seen = (
+                dataclasses.replace(device, replica=None) if device.replica is not None else device
+            )
+            groups[device.physical_key] = (seen, [device.key])
+        else:
+            group[1].append(device.key)
+    return list(groups.values())
+
+
+def holders_of(keys: list[str], holders: dict) -> list:
+    """The distinct holders of these device keys, in key order."""
+    found = []
+    for key in keys:
+        holder = holders.get(key)
+        if holder is not None and not any(holder is other for other in found):
+            found.append(holder)
+    return found
 
 
 def node_rows(
     node: dict, holders: dict[str, dict], now: datetime, meter: EnergyMeter, pod_labels=POD_LABELS
 ) -> list[tuple[list, dict]]:
-    """(labels, values) for every device of one node at `now`."""
+    """(labels, values) for every device of one node at `now`. A GPU that pods share
+    by time-slicing has one set of values, copied to a row per pod, as the exporter
+    does (so summing across pods counts the GPU several times)."""
     rows = []
-    boot = _boot_time(node, now)
-    counted: set[int] = set()  # XIDs are per physical GPU: count them on its first row
-    for device in node_devices(node):
-        pod = holders.get(device.key)
-        utilisation = kubelet.gpu_utilisation(pod, now, device.key) if pod else 0.0
-        idle_watts = _model(device.model_name)["power"][0] * _mig_share(device)
-        energy = meter.read(
-            device.key,
-            now.timestamp(),
-            device_power(device, utilisation, now),
-            idle_watts,
-            boot,
-        )
-        values = device_values(device, pod, now, _xid(node, pod, device.gpu), energy, utilisation)
+    at = now.timestamp()
+    boot = boot_time(node, at)
+    counted: set[int] = set()  # XIDs are per physical GPU: count them on its first device
+    for device, keys in physical_devices(node_devices(node)):
+        pods = holders_of(keys, holders)
+        loads = [pod_load(pod, at) for pod in pods]
+        code = _xid(node, pods[0] if pods else None, device.gpu)
+        values = sample(device, loads, at, code, meter, boot)
         if device.gpu not in counted:
             counted.add(device.gpu)
             values[XID_COUNT.name] = xid.recent_counts(node, device.gpu, now)
-        rows.append((device_labels(device, pod, pod_labels), values))
+        for pod in pods or [None]:
+            rows.append((device_labels(device, pod, pod_labels), values))
     return rows
 
 
@@ -267,10 +299,9 @@ def render_rows(rows: list[tuple[list, dict]]) -> str:
         ]
         for field in FIELDS
     }
-    # The exporter adds the last XID's code and text as labels of its own series.
-    grouped["DCGM_FI_DEV_XID_ERRORS"] = [
-        (labels + _xid_labels(int(value)), value)
-        for labels, value in grouped["DCGM_FI_DEV_XID_ERRORS"]
+    grouped[XID_ERRORS] = [
+        (family_labels(XID_ERRORS, labels, int(value)), value)
+        for labels, value in grouped[XID_ERRORS]
     ]
     grouped[XID_COUNT.name] = [
         (labels + [("window_size_in_ms", str(xid.COUNT_WINDOW_MS)), ("xid", str(code))], str(n))
@@ -280,8 +311,12 @@ def render_rows(rows: list[tuple[list, dict]]) -> str:
     return exposition.render(FAMILIES, grouped)
 
 
-def _xid_labels(code: int) -> list[tuple]:
-    return [("err_code", str(code)), ("err_msg", xid.message(code))]
+def family_labels(family: str, labels: list, value) -> list[tuple]:
+    """A sample's labels in one family: the exporter adds the last XID's code and text
+    to DCGM_FI_DEV_XID_ERRORS."""
+    if family == XID_ERRORS:
+        return labels + [("err_code", str(value)), ("err_msg", xid.message(value))]
+    return labels
 
 
 def render(
@@ -319,6 +354,17 @@ def _pod_suffix(node_name: str) -> str:
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
     digest = hashlib.sha256(node_name.encode()).digest()
     return "".join(alphabet[b % len(alphabet)] for b in digest[:5])
+
+
+def target_labels(nodes: list[dict], address: str, job: str = "dcgm") -> dict[str, dict]:
+    """node -> the labels Prometheus gives its DCGM target (as from file_sd_targets)."""
+    return {
+        group["labels"]["node"]: {
+            "job": job,
+            **{k: v for k, v in group["labels"].items() if not k.startswith("__")},
+        }
+        for group in file_sd_targets(nodes, address)
+    }
 
 
 def file_sd_targets(nodes: list[dict], address: str) -> list[dict]:

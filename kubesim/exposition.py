@@ -29,14 +29,28 @@ def sanitize(name: str) -> str:
 
 
 def escape(value) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    value = str(value)
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
 
 
 def series_key(name: str, labels) -> str:
     """`name{a="x",b="y"}` for an ordered sequence of (label, value) pairs."""
     if not labels:
         return name
-    return name + "{" + ",".join(f'{key}="{escape(value)}"' for key, value in labels) + "}"
+    return name + "{" + ",".join([f'{key}="{escape(value)}"' for key, value in labels]) + "}"
+
+
+def scraped(labels, target: dict, honor_labels: bool) -> list[tuple]:
+    """The labels Prometheus stores for a scraped series: the target's labels added;
+    on a clash the scraped label wins with honor_labels, else it is kept as
+    `exported_<name>` (Prometheus' rule)."""
+    if honor_labels:
+        names = {name for name, _ in labels}
+        return list(labels) + [(k, v) for k, v in target.items() if k not in names]
+    result = [(f"exported_{k}" if k in target else k, v) for k, v in labels]
+    return result + list(target.items())
 
 
 def go_float(value: float) -> str:

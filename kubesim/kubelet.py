@@ -4,8 +4,11 @@ A pod's behaviour is set by annotations (all optional):
   kubesim.io/duration         how long each run lasts ("300s", "5m", "1h", "90"); default 180s
   kubesim.io/exit-code        exit code of a run; default 0 (Succeeded)
   kubesim.io/fail-attempts    only the first N runs exit with exit-code, later runs exit 0
-  kubesim.io/gpu-profile      busy | idle | bursty (default busy)
+  kubesim.io/gpu-profile      busy | idle | bursty | constant | idle-after | daily (default busy)
   kubesim.io/gpu-util         utilisation percent 0-100, overrides the profile's level
+  kubesim.io/gpu-idle-after   idle-after: busy this long after the pod started, then idle
+  kubesim.io/gpu-busy-hours   daily: the busy window of each UTC day, "09:00-17:00"
+  kubesim.io/gpu-fb-used      framebuffer the pod holds, MiB (default grows with the load)
   kubesim.io/disrupt-after    fail the pod this long after it started, with a
                               DisruptionTarget condition (spot reclaim / preemption)
   kubesim.io/disruption-reason  reason on that condition; default TerminationByKubelet
@@ -14,8 +17,11 @@ A pod's behaviour is set by annotations (all optional):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+import zlib
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kubesim.clock import format_time, parse_time
@@ -254,36 +260,108 @@ def disrupted_status(pod: dict, now: datetime, reason: str | None = None) -> dic
 
 # --- GPU utilisation ---
 
+PROFILES = ("busy", "idle", "bursty", "constant", "idle-after", "daily")
 
-def gpu_utilisation(pod: dict, now: datetime, device_key: str) -> float:
+
+@dataclass(frozen=True)
+class GpuLoad:
+    """How busy a pod keeps its GPUs, from its annotations (or a history workload):
+
+    busy        level (default 0.9) with a small jitter per device and minute
+    idle        0
+    bursty      level for the first 20 s of every minute, 2 % of it after
+    constant    exactly level
+    idle-after  exactly level until `idle_after` seconds after the pod started, then 0
+    daily       exactly level inside the daily UTC window `busy_hours`, else 0
+    """
+
+    profile: str = "busy"
+    level: float | None = None  # 0..1; None: the profile's default
+    idle_after: float = 0.0  # seconds
+    busy_hours: tuple[int, int] = (9 * 60, 17 * 60)  # minutes of the UTC day, [start, end)
+    fb_used_mib: int | None = None
+
+    @classmethod
+    def from_annotations(cls, pod: dict) -> GpuLoad:
+        """Unparseable values fall back to defaults, as the old annotations did."""
+        profile = annotation(pod, "gpu-profile", "busy")
+        level = annotation(pod, "gpu-util")
+        fields = {"profile": profile if profile in PROFILES else "busy"}
+        with contextlib.suppress(ValueError):
+            fields["level"] = max(0.0, min(1.0, float(level) / 100)) if level else None
+        fields["idle_after"] = parse_duration(annotation(pod, "gpu-idle-after"), 0.0)
+        with contextlib.suppress(ValueError):
+            fields["busy_hours"] = parse_hours(annotation(pod, "gpu-busy-hours") or "09:00-17:00")
+        with contextlib.suppress(ValueError, TypeError):
+            fields["fb_used_mib"] = int(float(annotation(pod, "gpu-fb-used")))
+        return cls(**fields)
+
+    def utilisation(self, at: float, started: float, device_key: str) -> float:
+        """Graphics-engine activity 0..1 at epoch second `at` of a pod started at `started`."""
+        profile = self.profile
+        level = 0.9 if self.level is None else self.level
+        if profile == "idle":
+            return 0.0 if self.level is None else _jitter(level, device_key, at)
+        if profile == "constant":
+            return level
+        if profile == "idle-after":
+            return level if at < started + self.idle_after else 0.0
+        if profile == "daily":
+            minute = int(at // 60) % 1440
+            start, end = self.busy_hours
+            inside = start <= minute < end if start <= end else (minute >= start or minute < end)
+            return level if inside else 0.0
+        if profile == "bursty":
+            # Busy for the first 20 s of every minute, idle the rest: averages ~1/3.
+            return level if at % 60 < 20 else 0.02 * level
+        return _jitter(level, device_key, at)
+
+    def framebuffer_used(self, memory_mib: int, utilisation: float) -> int:
+        """MiB the pod's process holds: the set level, else the framework and model
+        loaded (8 %) plus working memory growing with the load."""
+        if self.fb_used_mib is not None:
+            return max(0, min(self.fb_used_mib, memory_mib))
+        return int(memory_mib * min(0.08 + 0.8 * utilisation, 0.98))
+
+
+def parse_hours(text: str) -> tuple[int, int]:
+    """ "09:00-17:00" -> (540, 1020): minutes of the day, the end excluded."""
+    match = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*", text or "")
+    if not match:
+        raise ValueError(f"busy hours must look like 09:00-17:00, got {text!r}")
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    if h1 > 24 or h2 > 24 or m1 > 59 or m2 > 59:
+        raise ValueError(f"busy hours must look like 09:00-17:00, got {text!r}")
+    return (h1 * 60 + m1) % 1440, (h2 * 60 + m2) % 1440 or 1440
+
+
+def _jitter(level: float, device_key: str, at: float) -> float:
+    return max(0.0, min(1.0, level + noise(device_key, at, 0.03)))
+
+
+def _epoch(moment: datetime | float) -> float:
+    return moment.timestamp() if isinstance(moment, datetime) else float(moment)
+
+
+def _started(pod: dict, default: float) -> float:
+    text = (pod.get("status") or {}).get("startTime")
+    return parse_time(text).timestamp() if text else default
+
+
+def gpu_utilisation(pod: dict, now: datetime | float, device_key: str) -> float:
     """Graphics-engine activity 0..1 of a device held by `pod` at `now`."""
-    profile = annotation(pod, "gpu-profile", "busy")
-    explicit = annotation(pod, "gpu-util")
-    level = float(explicit) / 100 if explicit is not None else {"idle": 0.0}.get(profile, 0.9)
-    if profile == "idle" and explicit is None:
-        return 0.0
-    if profile == "bursty":
-        # Busy for the first 20 s of every sim minute, idle the rest: averages ~1/3.
-        return level if now.second < 20 else 0.02 * level
-    return max(0.0, min(1.0, level + noise(device_key, now, 0.03)))
+    at = _epoch(now)
+    return GpuLoad.from_annotations(pod).utilisation(at, _started(pod, at), device_key)
 
 
 def framebuffer_used(pod: dict, memory_mib: int, utilisation: float) -> int:
-    """MiB of framebuffer a pod's process holds: `kubesim.io/gpu-fb-used` when set,
-    else the framework and model loaded (8 %) plus working memory with the load."""
-    explicit = annotation(pod, "gpu-fb-used")
-    if explicit is not None:
-        try:
-            return max(0, min(int(float(explicit)), memory_mib))
-        except ValueError:
-            pass
-    return int(memory_mib * min(0.08 + 0.8 * utilisation, 0.98))
+    return GpuLoad.from_annotations(pod).framebuffer_used(memory_mib, utilisation)
 
 
-def noise(key: str, now: datetime, amplitude: float) -> float:
-    """Deterministic jitter in [-amplitude, amplitude] per device and sim minute."""
-    seed = f"{key}/{now.strftime('%Y%m%d%H%M')}".encode()
-    fraction = int.from_bytes(hashlib.sha256(seed).digest()[:4], "big") / 2**32
+def noise(key: str, now: datetime | float, amplitude: float) -> float:
+    """Deterministic jitter in [-amplitude, amplitude] per key and sim minute."""
+    minute = int(_epoch(now) // 60)
+    fraction = zlib.crc32(f"{key}/{minute}".encode()) / 2**32
     return (fraction * 2 - 1) * amplitude
 
 

@@ -197,3 +197,76 @@ def test_file_sd_lists_one_target_per_gpu_node(k, tmp_path):
     finally:
         k.core.delete_node("extra-0")
     wait_for(lambda: "/metrics/dcgm/extra-0" not in path.read_text())
+
+
+def test_framebuffer_level_and_constant_load_from_annotations(k):
+    ns = k.namespace()
+    annotations = {
+        "kubesim.io/gpu-profile": "constant",
+        "kubesim.io/gpu-util": "35",
+        "kubesim.io/gpu-fb-used": "12000",
+        "kubesim.io/duration": "1h",
+    }
+    mig = "nvidia.com/mig-3g.40gb"
+    k.core.create_namespaced_pod(ns, pod("steady", 1, annotations, resource=mig))
+    wait_for(lambda: k.core.read_namespaced_pod("steady", ns).status.phase == "Running")
+    _, samples = scrape(k, "/metrics/dcgm/gpu-mig-0")
+    ((_, used),) = series(samples, "DCGM_FI_DEV_FB_USED", pod="steady")
+    ((_, free),) = series(samples, "DCGM_FI_DEV_FB_FREE", pod="steady")
+    ((_, active),) = series(samples, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", pod="steady")
+    assert (used, free, active) == (12000, 40192 - 12000, 0.35)
+
+
+SHARED_CLUSTER = """
+name: shared
+nodePools:
+  - name: t4
+    namePrefix: gpu-t4
+    gpu: {model: T4, count: 1, replicas: 4}
+"""
+
+
+def test_a_time_sliced_gpu_is_one_device_copied_to_each_pod_sharing_it(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(SHARED_CLUSTER)
+    with running_kubesim(str(path)) as sim:
+        k = Clients(sim)
+        node = k.core.read_node("gpu-t4-0")
+        labels = node.metadata.labels
+        assert labels["nvidia.com/gpu.product"] == "Tesla-T4-SHARED"
+        assert labels["nvidia.com/gpu.replicas"] == "4"
+        assert labels["nvidia.com/gpu.count"] == "1"
+        assert labels["nvidia.com/gpu.sharing-strategy"] == "time-slicing"
+        assert node.status.allocatable["nvidia.com/gpu"] == "4"
+
+        _, samples = scrape(k, "/metrics/dcgm/gpu-t4-0")
+        ((labels, value),) = series(samples, "DCGM_FI_DEV_GPU_UTIL")
+        assert value == 0 and labels["modelName"] == "Tesla T4" and "pod" not in labels
+
+        ns = k.namespace()
+        for name, util in (("a", "30"), ("b", "40")):
+            annotations = {
+                "kubesim.io/gpu-profile": "constant",
+                "kubesim.io/gpu-util": util,
+                "kubesim.io/gpu-fb-used": "2000",
+                "kubesim.io/duration": "1h",
+            }
+            k.core.create_namespaced_pod(ns, pod(name, 1, annotations))
+        for name in ("a", "b"):
+            wait_for(
+                lambda name=name: k.core.read_namespaced_pod(name, ns).status.phase == "Running"
+            )
+        _, samples = scrape(k, "/metrics/dcgm/gpu-t4-0")
+        rows = series(samples, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+        # One GPU, one UUID; its values copied to each pod, none left without a pod.
+        assert sorted(labels["pod"] for labels, _ in rows) == ["a", "b"]
+        assert len({labels["UUID"] for labels, _ in rows}) == 1
+        assert [value for _, value in rows] == [0.7, 0.7]
+        assert [v for _, v in series(samples, "DCGM_FI_DEV_FB_USED")] == [4000, 4000]
+        energy = series(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+        assert energy[0][1] == energy[1][1]
+
+        _, ksm_samples = promtext.scrape(f"{sim.url}/metrics/kube-state-metrics")
+        ((labels, _),) = series(ksm_samples, "kube_node_labels", node="gpu-t4-0")
+        assert labels["label_nvidia_com_gpu_product"] == "Tesla-T4-SHARED"
+        assert labels["label_nvidia_com_gpu_replicas"] == "4"

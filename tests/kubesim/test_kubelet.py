@@ -1,6 +1,6 @@
 """The kubelet stand-in: durations, exit codes, restarts, disruptions and logs."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -118,6 +118,38 @@ def test_gpu_profiles():
     assert 0.85 <= util({}) <= 0.95  # busy by default
     assert 0.37 <= util({"kubesim.io/gpu-util": "40"}) <= 0.43
     assert util({"kubesim.io/gpu-profile": "bursty"}) < 0.05  # idle after second 20
+    assert util({"kubesim.io/gpu-profile": "constant", "kubesim.io/gpu-util": "37"}) == 0.37
+    assert util({"kubesim.io/gpu-profile": "nonsense"}) > 0.85  # unknown: busy
+
+
+def test_idle_after_and_daily_profiles_follow_the_clock():
+    started = datetime(2025, 1, 1, 8, 0, tzinfo=UTC)
+    pod = {
+        "metadata": {
+            "annotations": {
+                "kubesim.io/gpu-profile": "idle-after",
+                "kubesim.io/gpu-util": "70",
+                "kubesim.io/gpu-idle-after": "2h",
+            }
+        },
+        "status": {"startTime": "2025-01-01T08:00:00Z"},
+    }
+    assert kubelet.gpu_utilisation(pod, started + timedelta(minutes=119), "n/0") == 0.7
+    assert kubelet.gpu_utilisation(pod, started + timedelta(minutes=120), "n/0") == 0
+    pod["metadata"]["annotations"] = {
+        "kubesim.io/gpu-profile": "daily",
+        "kubesim.io/gpu-busy-hours": "22:00-02:00",  # wraps midnight
+    }
+    at = {hour: datetime(2025, 1, 2, hour, 30, tzinfo=UTC) for hour in (1, 2, 12, 23)}
+    busy = {hour: kubelet.gpu_utilisation(pod, moment, "n/0") for hour, moment in at.items()}
+    assert busy == {1: 0.9, 2: 0, 12: 0, 23: 0.9}
+
+
+def test_framebuffer_level_is_capped_at_the_device():
+    load = kubelet.GpuLoad(fb_used_mib=30000)
+    assert load.framebuffer_used(81559, 0.5) == 30000
+    assert load.framebuffer_used(23034, 0.5) == 23034
+    assert kubelet.GpuLoad().framebuffer_used(10000, 0.0) == 800
 
 
 def test_durations_parse_like_go():

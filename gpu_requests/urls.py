@@ -4,6 +4,7 @@ from gpu_requests import views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("requests/", views.request_list, name="request_list"),
     path("requests/new/", views.request_new, name="request_new"),
     path("requests/<int:pk>/", views.request_detail, name="request_detail"),
     path("requests/<int:pk>/cancel/", views.request_cancel, name="request_cancel"),

@@ -18,6 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, capacity
+from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import QuotaRequestForm, ReasonForm
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
 
@@ -25,12 +26,17 @@ Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)
 
 
-def _get_request_for_user(user, pk):
-    """The request if `user` may see it (its team's members, reviewers), else 404."""
+def _visible_requests(user):
+    """Requests `user` may see: their teams' (reviewers: all), with what a row shows."""
     visible = QuotaRequest.objects.select_related("team", "flavor", "requested_by")
     if not actions.can_review(user):
         visible = visible.filter(team__memberships__user=user)
-    return get_object_or_404(visible, pk=pk)
+    return visible
+
+
+def _get_request_for_user(user, pk):
+    """The request if `user` may see it (its team's members, reviewers), else 404."""
+    return get_object_or_404(_visible_requests(user), pk=pk)
 
 
 def _require_reviewer(user):
@@ -164,6 +170,38 @@ def _recent_events(team_ids, per_team=10):
         .select_related("actor", "quota_request__flavor")
         .order_by(*newest_first)
     )
+
+
+# Request list
+
+LIST_PAGE_SIZE = 25
+
+
+@login_required
+def request_list(request):
+    """Every request the user may see, filtered, sorted and paged by the address's
+    query string (bookmarkable, no JavaScript needed). Six queries: session, user,
+    the filter's team and flavor choices, the count and the page."""
+    teams = actions.teams_for(request.user).values_list("slug", "name")
+    flavors = Flavor.objects.values_list("slug", "name")
+    form = RequestFilter(request.GET, teams=list(teams), flavors=list(flavors))
+    if form.is_valid():
+        requests = form.apply(_visible_requests(request.user))
+        page = Paginator(requests, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    else:
+        page = Paginator(QuotaRequest.objects.none(), LIST_PAGE_SIZE).get_page(1)
+    query = request.GET.copy()
+    query.pop("page", None)
+    unsorted = query.copy()
+    unsorted.pop("sort", None)
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "unsorted": unsorted.urlencode(),
+        "sort": form.cleaned_data.get("sort") if form.is_valid() else "",
+    }
+    return render(request, "gpu_requests/request_list.html", context)
 
 
 # New request

@@ -12,4 +12,5 @@ urlpatterns = [
     path("requests/<int:pk>/reject/", views.request_reject, name="request_reject"),
     path("requests/<int:pk>/revoke/", views.request_revoke, name="request_revoke"),
     path("review/", views.review_queue, name="review_queue"),
+    path("timeline/", views.timeline_page, name="timeline"),
 ]

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions, capacity
+from gpu_requests import actions, capacity, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import QuotaRequestForm, ReasonForm
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
@@ -204,6 +204,66 @@ def request_list(request):
     return render(request, "gpu_requests/request_list.html", context)
 
 
+# Reservation timeline
+
+TIMELINE_DAYS = 28
+
+
+@login_required
+def timeline_page(request):
+    flavors = list(Flavor.objects.filter(is_active=True))
+    chosen = next((f for f in flavors if f.slug == request.GET.get("flavor")), None)
+    context = {
+        "flavors": [(f.slug, f.name) for f in flavors],
+        "chart": _timeline_chart(request.user, chosen or (flavors[0] if flavors else None)),
+        "reviewer": actions.can_review(request.user),
+    }
+    return render(request, "gpu_requests/timeline.html", context)
+
+
+def _timeline_chart(user, flavor):
+    """The Gantt chart of `flavor` for the next four weeks: every team's bars for
+    reviewers, the user's teams' for members (all teams count in the line).
+    Four queries, and one per registered reservation source."""
+    if flavor is None:
+        return None
+    starts_at = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    ends_at = starts_at + timedelta(days=TIMELINE_DAYS)
+    held = capacity.all_reservations([flavor.pk], starts_at, ends_at)
+    reviewer = actions.can_review(user)
+    team_ids = {r.team_id for r in held if r.team_id is not None}
+    names = dict(actions.teams_for(user).filter(pk__in=team_ids).values_list("pk", "name"))
+    pending = (
+        _visible_requests(user)
+        .filter(flavor=flavor, status=Status.PENDING)
+        .overlapping(starts_at, ends_at)
+        .order_by("starts_at", "pk")[:100]
+    )
+
+    def label_of(r):
+        if isinstance(r, QuotaRequest):
+            return f"{r.team.name} · {r.gpus} GPUs · #{r.pk}"
+        if r.source != "quota":
+            return f"{r.source.title()} · {r.gpus} GPUs" if reviewer else None
+        return f"{names[r.team_id]} · {r.gpus} GPUs · #{r.pk}" if r.team_id in names else None
+
+    def link_of(r):
+        if isinstance(r, QuotaRequest) or r.source == "quota":
+            return reverse("request_detail", args=[r.pk])
+        return ""
+
+    return timeline.chart(
+        flavor,
+        capacity.capacity_of(flavor),
+        held,
+        list(pending),
+        starts_at,
+        TIMELINE_DAYS,
+        label_of=label_of,
+        link_of=link_of,
+    )
+
+
 # New request
 
 
@@ -338,14 +398,34 @@ def review_queue(request):
     page = Paginator(_pending(), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     views = capacity.capacity_views(page.object_list)
     rows = [{"req": req, "capacity": views[req.pk]} for req in page.object_list]
-    context = {"rows": rows, "page": page, "pending_count": page.paginator.count, **_upcoming()}
+    flavors = list(Flavor.objects.filter(is_active=True))
+    context = {
+        "rows": rows,
+        "page": page,
+        "pending_count": page.paginator.count,
+        **_upcoming(flavors),
+        **_queue_timeline(request, flavors, rows[0]["req"].flavor if rows else None),
+    }
     return render(request, "gpu_requests/review_queue.html", context)
 
 
-def _upcoming():
-    """Peak reserved GPUs per UTC day for the next 30 days, per active flavor (two queries)."""
+def _queue_timeline(request, flavors, default=None):
+    """The timeline beside the queue: the flavor asked for (?timeline=), else `default`
+    (the first row's), else the first of `flavors`."""
+    wanted = request.GET.get("timeline")
+    flavor = next((f for f in flavors if f.slug == wanted), default)
+    if flavor is None and flavors:
+        flavor = flavors[0]
+    return {
+        "timeline_flavors": [(f.slug, f.name) for f in flavors],
+        "chart": _timeline_chart(request.user, flavor),
+    }
+
+
+def _upcoming(flavors):
+    """Peak reserved GPUs per UTC day for the next 30 days, per active flavor in `flavors`
+    (one query, and one per registered reservation source)."""
     today = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    flavors = list(Flavor.objects.filter(is_active=True))
     outlook = capacity.daily_peaks(flavors, today, days=HORIZON.days)
     for row in outlook:
         row["shares_with"] = row["flavor"].shares_resource_with(flavors)
@@ -377,7 +457,9 @@ def _review_row_response(request, pk, level, text):
         approved = quota_request.status in QuotaRequest.RESERVING and level == messages.SUCCESS
         if approved:
             context["changed"] = _changed_cells(quota_request, _shown_ids(request))
-            context.update(_upcoming())
+            flavors = list(Flavor.objects.filter(is_active=True))
+            context.update(_upcoming(flavors))
+            context.update(_queue_timeline(request, flavors, quota_request.flavor))
     return render(request, "gpu_requests/review_queue.html#decided", context)
 
 

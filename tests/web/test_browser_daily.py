@@ -1,0 +1,129 @@
+"""The daily pages in headless Chromium: the request list and its filters, the
+timeline beside the review queue, and every page at phone width (390 px).
+
+Screenshots go to /tmp/shots/; the README's come from here (docs/screenshots/).
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+from gpu_requests import actions
+from tests.factories import next_week, submit
+from tests.web.test_browser_journey import SHOTS, browser, log_in, log_out, page, shot  # noqa: F401
+
+pytestmark = pytest.mark.browser
+README_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+LONG_WORD = "x" * 2000
+
+
+@pytest.fixture
+def company(transactional_db, alice, bob, carol, vision, nlp, admin_user, h100, a100):
+    """A few teams' worth of requests: approved, pending, one with a 2,000-character word."""
+    a100.refresh_from_db()
+    held = [
+        actions.approve(submit(nlp, a100, bob, gpus=6, starts_at=next_week(days=3)), by=admin_user),
+        actions.approve(
+            submit(vision, h100, alice, gpus=8, starts_at=next_week(days=1), hours=240),
+            by=admin_user,
+        ),
+        actions.approve(
+            submit(nlp, h100, bob, gpus=4, starts_at=next_week(days=5), hours=96), by=admin_user
+        ),
+    ]
+    pending = [
+        submit(nlp, a100, bob, gpus=12, starts_at=next_week(days=3), reason="Pretrain a 7B model"),
+        submit(vision, h100, carol, gpus=6, starts_at=next_week(days=4), reason="Detector sweep"),
+        submit(vision, h100, alice, gpus=2, starts_at=next_week(days=9), reason=LONG_WORD),
+    ]
+    actions.reject(submit(vision, a100, carol, gpus=1), by=admin_user, reason="Use the H100s")
+    return {"held": held, "pending": pending}
+
+
+def keep(name):
+    """Copy a screenshot into docs/screenshots/ for the README."""
+    README_SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SHOTS / f"{name}.png", README_SHOTS / f"{name}.png")
+
+
+def test_alice_finds_a_request_with_the_filters_and_shares_the_address(page, company):  # noqa: F811
+    log_in(page, "alice")
+    page.click("nav >> text=Requests")
+    page.select_option("#id_status", "rejected")
+    page.fill("#id_q", "h100s")
+    page.click("button:has-text('Filter')")
+    page.wait_for_selector("text=1 request matches")
+    address = page.url
+    assert "status=rejected" in address and "q=h100s" in address
+    assert page.locator("tbody tr").count() == 1
+    # The same address, opened fresh, shows the same list; a column head sorts it.
+    page.goto("/requests/")
+    page.goto(address)
+    assert page.locator("tbody tr").count() == 1
+    page.goto("/requests/")
+    page.click("th >> text=GPUs")
+    page.wait_for_url("**sort=gpus**")
+    gpus = [int(t.split(" ")[0]) for t in page.locator("td[data-label=GPUs]").all_inner_texts()]
+    assert gpus == sorted(gpus)
+
+
+def test_the_review_queue_shows_the_timeline_of_the_first_rows_flavor(page, company):  # noqa: F811
+    log_in(page, "admin")
+    page.click("nav >> text=Review queue")
+    figure = page.locator("#queue-timeline figure")
+    assert "A100 80GB" in figure.locator("figcaption").inner_text()
+    page.select_option("#queue-timeline-flavor", "h100")
+    page.click("#queue-timeline button")
+    page.wait_for_selector("#timeline-h100")
+    bars = page.locator("#timeline-h100 g.bar").count()
+    assert bars == 4  # two approved, two pending
+    shot(page, "review_queue_timeline")
+    keep("review_queue_timeline")
+    page.goto("/")
+    shot(page, "dashboard_admin")
+    keep("dashboard_admin")
+
+
+PAGES = [
+    ("alice", "/"),
+    ("alice", "/requests/"),
+    ("alice", "/requests/new/"),
+    ("alice", "/timeline/"),
+    ("admin", "/review/"),
+    ("admin", "/requests/?status=pending"),
+    ("admin", "/cluster/"),
+    ("admin", "/timeline/?flavor=a100"),
+]
+
+
+def test_no_page_scrolls_sideways_at_phone_width(browser, live_server, company):  # noqa: F811
+    long_one = company["pending"][-1]
+    pages = PAGES + [("alice", f"/requests/{long_one.pk}/"), ("admin", f"/requests/{long_one.pk}/")]
+    wide = []
+    try:
+        for user in ("alice", "admin"):
+            context = browser.new_context(
+                base_url=live_server.url, viewport={"width": 390, "height": 844}
+            )
+            phone = context.new_page()
+            phone.set_default_timeout(10_000)
+            log_in(phone, user)
+            for _, path in [p for p in pages if p[0] == user]:
+                phone.goto(path)
+                width = phone.evaluate("document.documentElement.scrollWidth")
+                if width > 390:
+                    wide.append((path, width))
+            if user == "alice":
+                # The menu folds away, and opens without JavaScript.
+                assert not phone.locator("nav >> text=Timeline").is_visible()
+                phone.click("label[for=nav-toggle]")
+                assert phone.locator("nav >> text=Timeline").is_visible()
+                phone.goto(f"/requests/{long_one.pk}/")
+                shot(phone, "phone_request_detail")
+                keep("phone_request_detail")
+            context.close()
+    finally:
+        connections.close_all()  # see the page fixture
+    assert wide == []

@@ -57,6 +57,10 @@ class Team(models.Model):
         return self.archived_at is not None
 
     @property
+    def namespace(self):
+        return namespace_of(self.slug)
+
+    @property
     def sync_record(self):
         """The team's sync row kept by the layer above, or None (a query unless
         `sync` was selected with the team)."""
@@ -66,6 +70,11 @@ class Team(models.Model):
     def sync_status(self):
         record = self.sync_record
         return SyncStatus.NOT_PROVISIONED if record is None else SyncStatus(record.status)
+
+
+def namespace_of(slug):
+    """The Kubernetes namespace a team with this slug gets (PORTAL_NAMESPACE_PREFIX + slug)."""
+    return f"{settings.PORTAL_NAMESPACE_PREFIX}{slug}"
 
 
 class Membership(models.Model):
@@ -188,7 +197,14 @@ class QuotaRequestQuerySet(models.QuerySet):
         return max(at_start["total"], later["peak"])
 
 
+class FollowKind(models.TextChoices):
+    MORE_TIME = "more_time", "More time"
+    MORE_GPUS = "more_gpus", "More GPUs"
+
+
 class QuotaRequest(models.Model):
+    FollowKind = FollowKind
+
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         APPROVED = "approved", "Approved"
@@ -215,6 +231,12 @@ class QuotaRequest(models.Model):
         max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
     )
     estimated_cost = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    # "Ask for more time / more GPUs" on approved or active quota is a new request,
+    # reviewed like any other, linked to the one it follows.
+    follows = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="follow_ups"
+    )
+    follow_kind = models.CharField(max_length=16, choices=FollowKind.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -298,6 +320,11 @@ class AuditEvent(models.Model):
         SYNC_FAILED = "sync_failed", "Sync failed"
         DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
         DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
+        FOLLOW_UP = "follow_up", "Follow-up asked"
+        TEAM_CREATE = "team_create", "Team created"
+        MEMBER_ADD = "member_add", "Member added"
+        MEMBER_REMOVE = "member_remove", "Member removed"
+        ROLE_CHANGE = "role_change", "Role changed"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
     quota_request = models.ForeignKey(

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from gpu_requests import views
+from gpu_requests import team_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -13,4 +13,15 @@ urlpatterns = [
     path("requests/<int:pk>/revoke/", views.request_revoke, name="request_revoke"),
     path("review/", views.review_queue, name="review_queue"),
     path("timeline/", views.timeline_page, name="timeline"),
+    path("teams/new/", team_views.team_new, name="team_new"),
+    path("teams/<slug:slug>/", team_views.team_page, name="team_page"),
+    path("teams/<slug:slug>/members/add/", team_views.member_add, name="member_add"),
+    path(
+        "teams/<slug:slug>/members/<int:user_id>/role/", team_views.member_role, name="member_role"
+    ),
+    path(
+        "teams/<slug:slug>/members/<int:user_id>/remove/",
+        team_views.member_remove,
+        name="member_remove",
+    ),
 ]

@@ -269,9 +269,16 @@ def _timeline_chart(user, flavor):
 
 @login_required
 def request_new(request):
-    form = QuotaRequestForm(request.user, request.POST or None)
+    """The request form; `?follows=<pk>&kind=more_time|more_gpus` pre-fills a follow-up
+    of approved or active quota. "Preview cost" re-renders it with the estimate, for
+    browsers without JavaScript."""
+    form = QuotaRequestForm(request.user, request.POST or None, initial=_follow_up_initial(request))
     if request.method == "POST" and request.GET.get("validate"):
         return _validation_feedback(request, form)
+    if request.method == "POST" and "preview" in request.POST:
+        form.is_valid()
+        context = {"form": form, "estimate": form.estimate(), "preview": True}
+        return render(request, "gpu_requests/request_new.html", context)
     if request.method == "POST" and form.is_valid():
         try:
             quota_request = actions.submit(by=request.user, **form.cleaned_data)
@@ -283,6 +290,20 @@ def request_new(request):
             return redirect("request_detail", pk=quota_request.pk)
     context = {"form": form, "estimate": form.estimate() if form.is_bound else None}
     return render(request, "gpu_requests/request_new.html", context)
+
+
+def _follow_up_initial(request):
+    pk, kind = request.GET.get("follows", ""), request.GET.get("kind", "")
+    if request.method != "GET" or not pk.isdigit() or len(pk) > 12:
+        return None
+    if kind not in QuotaRequest.FollowKind.values:
+        kind = QuotaRequest.FollowKind.MORE_GPUS
+    follows = (
+        _visible_requests(request.user).filter(pk=pk, status__in=QuotaRequest.RESERVING).first()
+    )
+    if follows is None:
+        return None
+    return QuotaRequestForm.follow_up_initial(follows, kind, timezone.now())
 
 
 def _validation_feedback(request, form):
@@ -304,9 +325,14 @@ def request_detail(request, pk):
     user = request.user
     pending = quota_request.status == Status.PENDING
     reviewer = actions.can_review(user)
+    member = reviewer or actions.is_member(user, quota_request.team)
     context = {
         "req": quota_request,
         "events": quota_request.events.select_related("actor"),
+        "follow_ups": quota_request.follow_ups.order_by("pk"),
+        "can_follow_up": member
+        and quota_request.status in QuotaRequest.RESERVING
+        and not quota_request.team.is_archived,
         "can_cancel": pending and actions.can_cancel(user, quota_request),
         "can_decide": pending and reviewer,
         "can_revoke": reviewer and quota_request.status in QuotaRequest.RESERVING,
@@ -349,10 +375,30 @@ def _next_url(request, quota_request):
     return reverse("request_detail", args=[quota_request.pk])
 
 
-@require_POST
 @login_required
 def request_cancel(request, pk):
+    if request.method != "POST":
+        return _confirm(
+            request,
+            pk,
+            title="Cancel request #{pk}?",
+            explanation="It leaves the review queue; ask again with a new request.",
+            button="Cancel request",
+        )
     return _act(request, pk, "cancel")
+
+
+def _confirm(request, pk, *, title, explanation, button, reason=None):
+    """The confirmation page of a destructive action (the same everywhere: templates/confirm.html)."""
+    quota_request = _get_request_for_user(request.user, pk)
+    context = {
+        "title": title.format(pk=pk),
+        "explanation": explanation,
+        "button": button,
+        "reason": reason,
+        "back": reverse("request_detail", args=[quota_request.pk]),
+    }
+    return render(request, "confirm.html", context)
 
 
 @require_POST
@@ -367,9 +413,19 @@ def request_reject(request, pk):
     return _act(request, pk, "reject")
 
 
-@require_POST
 @login_required
 def request_revoke(request, pk):
+    if request.method != "POST":
+        _require_reviewer(request.user)
+        return _confirm(
+            request,
+            pk,
+            title="Revoke request #{pk}'s quota?",
+            explanation="The team's quota on the cluster drops at once; running pods keep "
+            "running, new ones over the quota are refused.",
+            button="Revoke quota",
+            reason="",
+        )
     return _act(request, pk, "revoke")
 
 

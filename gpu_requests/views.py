@@ -389,7 +389,7 @@ def request_cancel(request, pk):
 
 
 def _confirm(request, pk, *, title, explanation, button, reason=None):
-    """The confirmation page of a destructive action (the same everywhere: templates/confirm.html)."""
+    """A destructive action's confirmation page, the same everywhere (templates/confirm.html)."""
     quota_request = _get_request_for_user(request.user, pk)
     context = {
         "title": title.format(pk=pk),

@@ -17,6 +17,7 @@ from django.utils import timezone
 from gpu_requests import capacity, emails, hooks
 from gpu_requests.models import (
     AuditEvent,
+    Comment,
     Flavor,
     Membership,
     QuotaRequest,
@@ -439,6 +440,41 @@ def archive_team(team, *, by, reason="Team archived"):
     # Even with nothing to revoke, the team's cap on the cluster drops to zero.
     hooks.quota_changed(team.pk)
     return team
+
+
+# Comments
+
+MAX_COMMENT = 4000
+
+
+def can_comment(user, quota_request):
+    """The requester, the team's managers and the reviewers talk on a request."""
+    return can_review(user) or can_cancel(user, quota_request)
+
+
+@transaction.atomic
+def comment(quota_request, *, by, body):
+    """Add a comment; the others in the thread (requester, managers who are in it,
+    reviewers who are, or all reviewers while nobody reviewing has spoken) get it by mail."""
+    if not can_comment(by, quota_request):
+        raise NotAllowed("Only the requester, the team's managers and reviewers comment here.")
+    body = body.strip()
+    if not body:
+        raise ValidationError({"body": ["Write something first."]})
+    if len(body) > MAX_COMMENT or "\x00" in body:
+        raise ValidationError({"body": [f"Keep a comment to {MAX_COMMENT:,} characters of text."]})
+    note = Comment.objects.create(quota_request=quota_request, author=by, body=body)
+    AuditEvent.record(
+        team_id=quota_request.team_id,
+        subject=quota_request,
+        action=Action.COMMENT,
+        actor=by,
+        reason=body[:200],
+        from_status=quota_request.status,
+        to_status=quota_request.status,
+    )
+    transaction.on_commit(lambda: emails.send_comment(note.pk), robust=True)
+    return note
 
 
 # Teams and their members

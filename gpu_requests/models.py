@@ -325,6 +325,7 @@ class AuditEvent(models.Model):
         MEMBER_ADD = "member_add", "Member added"
         MEMBER_REMOVE = "member_remove", "Member removed"
         ROLE_CHANGE = "role_change", "Role changed"
+        COMMENT = "comment", "Commented"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
     quota_request = models.ForeignKey(
@@ -378,3 +379,20 @@ class AuditEvent(models.Model):
 
 
 _audit_action_sets = [AuditEvent.Action]
+
+
+class Comment(models.Model):
+    """A message on a request, from its requester, the team's managers or a reviewer."""
+
+    quota_request = models.ForeignKey(
+        QuotaRequest, on_delete=models.PROTECT, related_name="comments"
+    )
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body = models.TextField(validators=[MaxLengthValidator(4000)])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self):
+        return f"{self.author} on #{self.quota_request_id}"

@@ -7,6 +7,7 @@ urlpatterns = [
     path("requests/", views.request_list, name="request_list"),
     path("requests/new/", views.request_new, name="request_new"),
     path("requests/<int:pk>/", views.request_detail, name="request_detail"),
+    path("requests/<int:pk>/comment/", views.request_comment, name="request_comment"),
     path("requests/<int:pk>/cancel/", views.request_cancel, name="request_cancel"),
     path("requests/<int:pk>/approve/", views.request_approve, name="request_approve"),
     path("requests/<int:pk>/reject/", views.request_reject, name="request_reject"),

@@ -330,6 +330,8 @@ def request_detail(request, pk):
         "req": quota_request,
         "events": quota_request.events.select_related("actor"),
         "follow_ups": quota_request.follow_ups.order_by("pk"),
+        "comments": quota_request.comments.select_related("author"),
+        "can_comment": actions.can_comment(user, quota_request),
         "can_follow_up": member
         and quota_request.status in QuotaRequest.RESERVING
         and not quota_request.team.is_archived,
@@ -366,6 +368,21 @@ def _act(request, pk, action):
         return _review_row_response(request, quota_request.pk, level, text)
     messages.add_message(request, level, text)
     return redirect(_next_url(request, quota_request))
+
+
+@require_POST
+@login_required
+def request_comment(request, pk):
+    quota_request = _get_request_for_user(request.user, pk)
+    try:
+        actions.comment(quota_request, by=request.user, body=request.POST.get("body", ""))
+    except actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, "Comment added; the others in the thread are told by mail.")
+    return redirect(reverse("request_detail", args=[quota_request.pk]) + "#comments")
 
 
 def _next_url(request, quota_request):

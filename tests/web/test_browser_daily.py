@@ -127,3 +127,39 @@ def test_no_page_scrolls_sideways_at_phone_width(browser, live_server, company):
     finally:
         connections.close_all()  # see the page fixture
     assert wide == []
+
+
+def test_alice_asks_for_more_time_and_the_chain_shows(page, company):  # noqa: F811
+    held = company["held"][1]  # alice's 8 x H100 for ten days
+    log_in(page, "alice")
+    page.goto(f"/requests/{held.pk}/")
+    page.click("text=Ask for more time")
+    page.wait_for_selector("h1:has-text('Request GPU quota')")
+    # Pre-filled: from the end, as long again, the same GPUs.
+    assert page.input_value("#id_gpus") == "8"
+    assert page.input_value("#id_starts_at") == f"{held.ends_at:%Y-%m-%dT%H:%M}"
+    page.fill("#id_justification", f"Follows #{held.pk}: the sweep needs ten more days")
+    page.click("button:has-text('Submit request')")
+    page.wait_for_selector("text=submitted for review")
+    page.wait_for_selector(f"text=#{held.pk}")
+    assert "(more time)" in page.locator(".facts").inner_text()
+    page.goto(f"/requests/{held.pk}/")
+    assert "more time" in page.locator(".facts").inner_text()
+    assert "Follow-up asked" in page.locator("section:has(h2:has-text('History'))").inner_text()
+
+
+def test_a_manager_adds_a_member_who_then_sees_the_team(page, company, carol):  # noqa: F811
+    from tests.factories import UserFactory
+
+    UserFactory(username="dave", email="dave@example.com")
+    log_in(page, "carol")  # vision's manager
+    page.click("#team-vision h2 a")
+    page.fill("#id_who", "dave@example.com")
+    page.click("button:has-text('Add member')")
+    page.wait_for_selector("text=dave added to Vision as member.")
+    assert "Member added" in page.locator("#history").inner_text()
+    log_out(page)
+    log_in(page, "dave")
+    assert page.locator("#team-vision").count() == 1
+    page.click("nav >> text=Requests")
+    assert page.locator("tbody tr").count() >= 3

@@ -54,7 +54,7 @@ def test_it_shows_all_fields_cost_and_history(login, alice, pending):
     assert "192.00 USD" in page
     assert pending.starts_at.strftime("%Y-%m-%d %H:%M UTC") in page
     assert "(24 h)" in page
-    assert "submit:" in page and "alice" in page
+    assert "Submitted:" in page and "alice" in page
 
 
 def test_it_says_when_another_flavor_shares_the_resource(login, alice, pending, a100):

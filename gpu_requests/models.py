@@ -8,6 +8,7 @@ from django.core.validators import MaxLengthValidator, MinValueValidator, RegexV
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.urls import reverse
 
 # A team slug becomes a Kubernetes namespace name: an RFC 1123 label.
 dns1123_label = RegexValidator(
@@ -51,6 +52,9 @@ class Team(models.Model):
 
     def __str__(self):
         return self.name
+
+    def get_absolute_url(self):
+        return reverse("team_page", args=[self.slug])
 
     @property
     def is_archived(self):
@@ -263,6 +267,9 @@ class QuotaRequest(models.Model):
 
     def __str__(self):
         return f"#{self.pk} {self.team} {self.gpus} x {self.flavor}"
+
+    def get_absolute_url(self):
+        return reverse("request_detail", args=[self.pk])
 
     @property
     def hours(self):

@@ -1,9 +1,11 @@
 """The daily pages in headless Chromium: the request list and its filters, the
 timeline beside the review queue, and every page at phone width (390 px).
 
-Screenshots go to /tmp/shots/; the README's come from here (docs/screenshots/).
+Screenshots go to /tmp/shots/; the README's come from here:
+PORTAL_KEEP_SCREENSHOTS=1 .venv/bin/pytest tests/web/test_browser_daily.py
 """
 
+import os
 import shutil
 from pathlib import Path
 
@@ -43,7 +45,10 @@ def company(transactional_db, alice, bob, carol, vision, nlp, admin_user, h100, 
 
 
 def keep(name):
-    """Copy a screenshot into docs/screenshots/ for the README."""
+    """Copy a screenshot into docs/screenshots/ for the README, when asked to
+    (PORTAL_KEEP_SCREENSHOTS=1): a test run leaves the working tree alone."""
+    if not os.environ.get("PORTAL_KEEP_SCREENSHOTS"):
+        return
     README_SHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(SHOTS / f"{name}.png", README_SHOTS / f"{name}.png")
 

@@ -100,6 +100,11 @@ PAGES = [
     ("admin", "/requests/?status=pending"),
     ("admin", "/cluster/"),
     ("admin", "/timeline/?flavor=a100"),
+    ("alice", "/teams/vision/"),
+    ("admin", "/teams/new/"),
+    ("alice", "/batch/"),
+    ("alice", "/batch/jobs/"),
+    ("alice", "/batch/jobs/new/"),
 ]
 
 

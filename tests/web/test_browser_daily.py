@@ -173,3 +173,58 @@ def test_a_manager_adds_a_member_who_then_sees_the_team(page, company, carol):  
     assert page.locator("#team-vision").count() == 1
     page.click("nav >> text=Requests")
     assert page.locator("tbody tr").count() >= 3
+
+
+AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe-core" / "axe.min.js"
+
+
+def serious_violations(page, exclude=()):  # noqa: F811
+    """axe-core's serious and critical findings on the page as it stands, outside `exclude`
+    (CSS selectors)."""
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate(
+        "async (exclude) => (await axe.run({include: [['html']], exclude: exclude.map(s => [s])},"
+        " {resultTypes: ['violations']})).violations"
+        ".filter(v => ['serious', 'critical'].includes(v.impact))"
+        ".map(v => v.id + ': ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))",
+        list(exclude),
+    )
+    return found
+
+
+def test_axe_finds_nothing_serious_on_any_page(browser, live_server, company):  # noqa: F811
+    found = {}
+    long_one = company["pending"][-1]
+    pages = PAGES + [("alice", f"/requests/{long_one.pk}/"), ("admin", "/api/docs/")]
+    try:
+        for scheme in ("light", "dark"):
+            for user in ("alice", "admin"):
+                context = browser.new_context(base_url=live_server.url, color_scheme=scheme)
+                tab = context.new_page()
+                tab.set_default_timeout(10_000)
+                log_in(tab, user)
+                for _, path in [p for p in pages if p[0] == user]:
+                    tab.goto(path)
+                    # Swagger UI's own widget (third-party markup: buttons in buttons) is
+                    # left out; the portal's header on that page is checked.
+                    swagger = ["#swagger-ui"] if path == "/api/docs/" else []
+                    problems = serious_violations(tab, swagger)
+                    if problems:
+                        found[scheme, path] = problems
+                context.close()
+    finally:
+        connections.close_all()
+    assert found == {}
+
+
+def test_the_review_queue_works_from_the_keyboard(page, company):  # noqa: F811
+    first = company["pending"][1]  # carol's 6 x H100: fits
+    log_in(page, "admin")
+    page.goto("/review/")
+    page.focus(f"#req-{first.pk} input[name=reason]")
+    page.keyboard.type("Fine by keyboard")
+    page.keyboard.press("Tab")  # to Approve
+    assert page.evaluate("document.activeElement.textContent") == "Approve"
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#req-{first.pk} .badge.status-approved")
+    assert "approved." in page.locator(f"#req-{first.pk}").inner_text()

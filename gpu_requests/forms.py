@@ -1,4 +1,4 @@
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django import forms
 from django.conf import settings
@@ -11,23 +11,16 @@ from gpu_requests.models import Flavor, QuotaRequest, estimate_cost
 DATETIME_LOCAL_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
 
 
-class UTCDateTimeField(forms.DateTimeField):
-    """A datetime-local input read and shown in UTC, whatever the server's zone.
-
-    The page labels these fields "UTC"; reading them in settings.TIME_ZONE
-    would silently shift a request by the server's offset.
-    """
+class LocalDateTimeField(forms.DateTimeField):
+    """A datetime-local input read and shown in the viewer's time zone (the one the
+    middleware activated: the user's, UTC until it is known); stored as UTC."""
 
     widget = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
     input_formats = DATETIME_LOCAL_FORMATS
 
-    def to_python(self, value):
-        with timezone.override(UTC):
-            return super().to_python(value)
-
     def prepare_value(self, value):
         if isinstance(value, datetime) and timezone.is_aware(value):
-            return value.astimezone(UTC).replace(tzinfo=None)
+            return timezone.localtime(value).replace(tzinfo=None)
         return value
 
 
@@ -43,9 +36,9 @@ class QuotaRequestForm(forms.Form):
     team = forms.ModelChoiceField(queryset=None)
     flavor = FlavorChoiceField(queryset=Flavor.objects.filter(is_active=True))
     gpus = forms.IntegerField(label="GPUs", widget=forms.NumberInput(attrs={"min": 1}))
-    starts_at = UTCDateTimeField(label="Starts (UTC)")
-    ends_at = UTCDateTimeField(
-        label="Ends (UTC)", required=False, help_text="Leave empty for open-ended quota."
+    starts_at = LocalDateTimeField(label="Starts")
+    ends_at = LocalDateTimeField(
+        label="Ends", required=False, help_text="Leave empty for open-ended quota."
     )
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
@@ -66,6 +59,9 @@ class QuotaRequestForm(forms.Form):
     def __init__(self, user, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
+        zone = timezone.get_current_timezone_name()
+        self.fields["starts_at"].label = f"Starts ({zone})"
+        self.fields["ends_at"].label = f"Ends ({zone})"
         teams = actions.teams_for(user)
         self.fields["team"].queryset = teams
         self.fields["follows"].queryset = QuotaRequest.objects.filter(

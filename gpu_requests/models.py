@@ -403,3 +403,25 @@ class Comment(models.Model):
 
     def __str__(self):
         return f"{self.author} on #{self.quota_request_id}"
+
+
+def valid_time_zone(name):
+    """An IANA zone name known to this system ("Europe/Berlin"), else ValidationError."""
+    from zoneinfo import available_timezones
+
+    from django.core.exceptions import ValidationError
+
+    if name not in available_timezones():
+        raise ValidationError(f"{name!r} is not a time zone name such as Europe/Berlin.")
+
+
+class UserPreference(models.Model):
+    """Per-user settings: the time zone pages show times in and forms read them in."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[valid_time_zone])
+
+    def __str__(self):
+        return f"{self.user}: {self.time_zone}"

@@ -5,6 +5,8 @@ Each change is an action (`actions.add_member`, `remove_member`, `set_role`,
 RoleBinding through `hooks.members_changed`.
 """
 
+from zoneinfo import available_timezones
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
@@ -12,11 +14,13 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Q
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions
+from gpu_requests import actions, timezones
 from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label, namespace_of
 
 HISTORY_PAGE_SIZE = 25
@@ -198,3 +202,28 @@ def team_new(request):
             messages.success(request, f"{team.name} created; add its members below.")
             return redirect("team_page", slug=team.slug)
     return render(request, "gpu_requests/team_new.html", {"form": form})
+
+
+def _zone_choices():
+    return [(name, name) for name in sorted(available_timezones()) if "/" in name or name == "UTC"]
+
+
+class PreferencesForm(forms.Form):
+    time_zone = forms.ChoiceField(label="Time zone", choices=_zone_choices)
+
+
+@login_required
+def preferences(request):
+    """The user's time zone. The browser's is posted here on the first visit (no reply
+    needed); the form sets another."""
+    form = PreferencesForm(
+        request.POST or None, initial={"time_zone": timezone.get_current_timezone_name()}
+    )
+    if request.method == "POST" and form.is_valid():
+        timezones.remember(request, form.cleaned_data["time_zone"])
+        if request.headers.get("X-Requested-With") == "fetch":
+            return HttpResponse(status=204)
+        messages.success(request, f"Times are now shown in {form.cleaned_data['time_zone']}.")
+        return redirect("preferences")
+    status = 400 if form.errors else 200
+    return render(request, "gpu_requests/preferences.html", {"form": form}, status=status)

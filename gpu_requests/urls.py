@@ -14,6 +14,7 @@ urlpatterns = [
     path("requests/<int:pk>/revoke/", views.request_revoke, name="request_revoke"),
     path("review/", views.review_queue, name="review_queue"),
     path("timeline/", views.timeline_page, name="timeline"),
+    path("preferences/", team_views.preferences, name="preferences"),
     path("teams/new/", team_views.team_new, name="team_new"),
     path("teams/<slug:slug>/", team_views.team_page, name="team_page"),
     path("teams/<slug:slug>/members/add/", team_views.member_add, name="member_add"),

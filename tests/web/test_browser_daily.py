@@ -228,3 +228,22 @@ def test_the_review_queue_works_from_the_keyboard(page, company):  # noqa: F811
     page.keyboard.press("Enter")
     page.wait_for_selector(f"#req-{first.pk} .badge.status-approved")
     assert "approved." in page.locator(f"#req-{first.pk}").inner_text()
+
+
+def test_the_browsers_time_zone_is_stored_at_the_first_login(browser, live_server, alice):  # noqa: F811
+    from gpu_requests.models import UserPreference
+
+    context = browser.new_context(base_url=live_server.url, timezone_id="Europe/Lisbon")
+    tab = context.new_page()
+    try:
+        log_in(tab, "alice")
+        deadline = 50
+        while not UserPreference.objects.filter(user=alice).exists() and deadline:
+            tab.wait_for_timeout(100)  # polls a condition (the browser's POST), bounded
+            deadline -= 1
+        assert UserPreference.objects.get(user=alice).time_zone == "Europe/Lisbon"
+        tab.reload()
+        assert "Times are shown in Europe/Lisbon" in tab.locator("footer").inner_text()
+    finally:
+        context.close()
+        connections.close_all()

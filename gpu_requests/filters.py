@@ -81,8 +81,11 @@ class RequestFilter(forms.Form):
     )
     sort = forms.ChoiceField(label="Sort", required=False, choices=list(SORT_LABELS.items()))
 
-    def __init__(self, params, *, teams=(), flavors=()):
+    def __init__(self, params, *, teams=(), flavors=(), strict=False):
+        """`strict` (the API): a parameter given empty is an error, as the schema says;
+        the page's form sends its empty fields, which mean "any"."""
         super().__init__({name: params.get(name) for name in self.base_fields if name in params})
+        self.strict = strict
         if teams:
             self.fields["team"].widget = forms.Select(choices=[("", "All teams"), *teams])
         if flavors:
@@ -90,9 +93,11 @@ class RequestFilter(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
-        first, last = cleaned.get("period_from"), cleaned.get("period_to")
-        if first and last and last < first:
-            self.add_error("period_to", "The end of the period is before its start.")
+        if self.strict:
+            for name, value in self.data.items():
+                if not str(value).strip() and name not in self.errors:
+                    self.add_error(name, "Give a value, or leave the parameter out.")
+        # A period that ends before it starts meets no request: an empty list, not an error.
         return cleaned
 
     def apply(self, requests):
@@ -106,6 +111,8 @@ class RequestFilter(forms.Form):
             requests = requests.filter(status=data["status"])
         if data["requester"]:
             requests = requests.filter(requested_by__username=data["requester"])
+        if data["period_from"] and data["period_to"] and data["period_to"] < data["period_from"]:
+            return requests.none()
         if data["period_from"] or data["period_to"]:
             starts_at = _midnight(data["period_from"]) if data["period_from"] else None
             ends_at = (

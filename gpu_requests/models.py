@@ -333,8 +333,12 @@ class AuditEvent(models.Model):
         MEMBER_REMOVE = "member_remove", "Member removed"
         ROLE_CHANGE = "role_change", "Role changed"
         COMMENT = "comment", "Commented"
+        CHANGE_CAPACITY = "change_capacity", "Capacity changed"
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
+    # None for events of no team (a flavor's capacity changed).
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, related_name="audit_events", null=True, blank=True
+    )
     quota_request = models.ForeignKey(
         QuotaRequest,
         on_delete=models.PROTECT,

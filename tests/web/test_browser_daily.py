@@ -199,7 +199,10 @@ def test_axe_finds_nothing_serious_on_any_page(browser, live_server, company):  
     try:
         for scheme in ("light", "dark"):
             for user in ("alice", "admin"):
-                context = browser.new_context(base_url=live_server.url, color_scheme=scheme)
+                # bypass_csp: axe is injected as an inline script, which the CSP refuses.
+                context = browser.new_context(
+                    base_url=live_server.url, color_scheme=scheme, bypass_csp=True
+                )
                 tab = context.new_page()
                 tab.set_default_timeout(10_000)
                 log_in(tab, user)

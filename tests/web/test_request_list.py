@@ -86,8 +86,6 @@ def test_a_members_team_filter_stays_within_their_teams(login, alice, requests):
     [
         ({"status": "bogus"}, "status"),
         ({"period_from": "2026-13-45"}, "period_from"),
-        ({"period_from": "2026-05-02", "period_to": "2026-05-01"}, "period_to"),
-        ({"q": "a\x00b"}, "q"),
         ({"sort": "justification"}, "sort"),
         ({"q": "x" * 201}, "q"),
     ],
@@ -123,6 +121,17 @@ def test_it_lists_in_a_fixed_number_of_queries(login, admin_user, requests, visi
         counts.append(len(queries))
     # session, user, 2 x permissions, team choices, flavor choices, count, page
     assert counts == [8, 8]
+
+
+def test_a_period_ending_before_it_starts_matches_nothing(login, alice, requests):
+    response = login(alice).get(URL, {"period_from": "2026-05-02", "period_to": "2026-05-01"})
+    assert shown(response) == []
+
+
+def test_a_nul_byte_in_the_address_is_a_readable_400(login, alice, requests):
+    response = login(alice).get(URL, {"q": "a\x00b"})
+    assert response.status_code == 400
+    assert b"NUL" in response.content
 
 
 def test_a_long_word_wraps(login, alice, vision, h100):

@@ -1,9 +1,21 @@
-from datetime import time
+from datetime import time, timedelta
 
 import pytest
+from django.utils import timezone
 
 from batch import actions
 from batch.models import ImageRule
+from gpu_requests.models import Membership, Team
+from tests.factories import UserFactory, make_reviewer
+from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
+    cluster,
+    demo_flavors,
+    eager,
+    kubesim,
+    redis_url,
+    workers,
+)
+from tests.web.test_browser_journey import browser, page  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
@@ -48,3 +60,28 @@ def job_data(**overrides):
         "priority": 0,
     }
     return {**data, **overrides}
+
+
+@pytest.fixture
+def setup(transactional_db, kubesim, eager, demo_flavors):  # noqa: F811 (imported fixtures)
+    """alice of vision, and a window open now for two hours (H100 and L4, spot allowed)."""
+    ImageRule.objects.create(prefix="docker.io/library/")
+    team = Team.objects.create(slug="vision", name="Vision")
+    alice = UserFactory(username="alice")
+    Membership.objects.create(team=team, user=alice)
+    admin = make_reviewer("admin")
+    opens = (timezone.now() - timedelta(minutes=1)).replace(second=0, microsecond=0)
+    window = actions.save_window(
+        None,
+        by=admin,
+        capacity={demo_flavors["h100"]: 8, demo_flavors["l4"]: 8},
+        name="Now",
+        timezone="UTC",
+        days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+        start_time=opens.time(),
+        end_time=(opens + timedelta(hours=2)).time(),
+        exceptions=[],
+        price_factor="0.5",
+        spot_allowed=True,
+    )
+    return {"team": team, "alice": alice, "admin": admin, "window": window}

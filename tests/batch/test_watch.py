@@ -1,0 +1,103 @@
+"""The status watch against kubesim over HTTP: it resumes from the stored
+resourceVersion (a WATCH, no LIST), a version too old for the server (410 Gone,
+kubesim compacts its history on /_sim/compact) makes the next run list again,
+and a pod the scheduler cannot place shows its FailedScheduling on the job page."""
+
+from batch import actions
+from batch import cluster as batch_cluster
+from batch.models import BatchJob, WatchState
+from tests.batch.test_cluster import status_of, submit
+from tests.provisioning.conftest import wait_for
+
+Status = BatchJob.Status
+
+
+def job_calls(kubesim):
+    """The verbs of the calls on Jobs across namespaces (the watch's own)."""
+    return [
+        r["verb"]
+        for r in kubesim.requests()
+        if r["resource"] == "jobs" and r["namespace"] is None and r["verb"] in ("list", "watch")
+    ]
+
+
+def stored_version():
+    return WatchState.objects.values_list("resource_version", flat=True).get(pk=1)
+
+
+def test_it_resumes_from_the_stored_resource_version(setup, demo_flavors, kubesim):
+    job = submit(setup, demo_flavors["h100"])
+    actions.replan()
+    kubesim.clear_requests()
+    assert batch_cluster.watch_jobs(seconds=1) == 1  # no version yet: a LIST
+    assert job_calls(kubesim) == ["list"]
+    listed = stored_version()
+    assert listed
+
+    batch_cluster.release_due()
+    kubesim.clear_requests()
+
+    def running():
+        batch_cluster.watch_jobs(seconds=1)
+        return status_of(job) == Status.RUNNING
+
+    wait_for(running, timeout=30)
+    # Only WATCHes from the stored version, which moved on with the events seen.
+    calls = job_calls(kubesim)
+    assert calls and set(calls) == {"watch"}
+    assert int(stored_version()) > int(listed)
+
+
+def test_a_version_too_old_410_gone_lists_again(setup, demo_flavors, kubesim):
+    job = submit(setup, demo_flavors["h100"])
+    actions.replan()
+    batch_cluster.watch_jobs(seconds=1)
+    batch_cluster.release_due()
+    # The server forgets its watch history: the stored version is now too old.
+    kubesim._call("POST", "/_sim/compact")
+    kubesim.clear_requests()
+
+    assert batch_cluster.watch_jobs(seconds=1) == 0
+    assert job_calls(kubesim) == ["watch"]
+    assert stored_version() == ""  # 410 Gone: forget it
+    assert status_of(job) == Status.RELEASED  # nothing was seen yet
+
+    def relisted():
+        batch_cluster.watch_jobs(seconds=1)
+        return status_of(job) == Status.RUNNING
+
+    wait_for(relisted, timeout=30)
+    calls = job_calls(kubesim)
+    assert calls[:2] == ["watch", "list"]  # the LIST after the 410 found the change
+    assert stored_version()
+
+
+def test_failed_scheduling_is_shown_on_the_job_page(setup, demo_flavors, cluster, client):
+    # The H100 nodes are cordoned: the scheduler cannot place the job's pod.
+    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
+    nodes = [
+        node
+        for node in cluster.list("Node")
+        if node["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3"
+    ]
+    for node in nodes:
+        cluster.call(
+            "PATCH",
+            cluster.path("Node", node["metadata"]["name"]),
+            body={"spec": {"unschedulable": True}},
+            content_type="application/merge-patch+json",
+        )
+    actions.replan()
+    batch_cluster.release_due()
+
+    def shown():
+        batch_cluster.record(cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=cluster)
+        events = BatchJob.objects.values_list("cluster_events", flat=True).get(pk=job.pk)
+        return [e for e in events if e["reason"] == "FailedScheduling"]
+
+    (event,) = wait_for(shown, timeout=30)
+    client.force_login(setup["alice"])
+    page = client.get(f"/batch/jobs/{job.pk}/").content.decode()
+    assert "FailedScheduling" in page
+    assert "node(s) were unschedulable" in event["message"]
+    assert "2 node(s) were unschedulable" in page

@@ -94,8 +94,10 @@ class RequestFilter(forms.Form):
     def clean(self):
         cleaned = super().clean()
         if self.strict:
+            # The schema's enums and dates have no empty value; an empty text is no filter.
+            typed = ("status", "sort", "period_from", "period_to")
             for name, value in self.data.items():
-                if not str(value).strip() and name not in self.errors:
+                if name in typed and not str(value).strip() and name not in self.errors:
                     self.add_error(name, "Give a value, or leave the parameter out.")
         # A period that ends before it starts meets no request: an empty list, not an error.
         return cleaned

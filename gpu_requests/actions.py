@@ -9,7 +9,6 @@ Views, the API, the Django admin and Celery tasks all call these.
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -17,6 +16,7 @@ from django.utils import timezone
 
 from gpu_requests import capacity, emails, hooks
 from gpu_requests.models import (
+    MAX_TEXT_LENGTH,
     AuditEvent,
     Comment,
     Flavor,
@@ -113,19 +113,6 @@ def change_capacity(flavor, gpus, *, by, reason=""):
         action=Action.CHANGE_CAPACITY,
         actor=by,
         reason=f"{flavor.name}: {old} -> {gpus} GPUs" + (f". {reason}" if reason else ""),
-    )
-    return flavor
-    if capacity < old:
-        check_capacity(flavor, capacity)
-    Flavor.objects.filter(pk=flavor.pk).update(capacity=capacity)
-    flavor.capacity = capacity
-    AuditEvent.objects.create(
-        team=None,
-        subject_type=ContentType.objects.get_for_model(Flavor),
-        subject_id=str(flavor.pk),
-        action=Action.CHANGE_CAPACITY,
-        actor=by,
-        reason=f"{flavor.name}: {old} -> {capacity} GPUs" + (f". {reason}" if reason else ""),
     )
     return flavor
 
@@ -238,10 +225,8 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
             errors["ends_at"] = ["The end must be after the start."]
         elif ends_at is not None and ends_at - starts_at > MAX_PERIOD:
             errors["ends_at"] = ["A request covers at most 366 days; ask again to extend it."]
-    if justification is not None and len(justification) > settings.QUOTA_MAX_JUSTIFICATION:
-        errors["justification"] = [
-            f"Keep the justification to {settings.QUOTA_MAX_JUSTIFICATION:,} characters."
-        ]
+    if justification is not None and len(justification) > MAX_TEXT_LENGTH:
+        errors["justification"] = [f"Keep the justification to {MAX_TEXT_LENGTH:,} characters."]
     return errors
 
 

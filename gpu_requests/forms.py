@@ -5,7 +5,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import Flavor, QuotaRequest, estimate_cost
+from gpu_requests.models import MAX_TEXT_LENGTH, Flavor, QuotaRequest, estimate_cost
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).
 DATETIME_LOCAL_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
@@ -42,7 +42,7 @@ class QuotaRequestForm(forms.Form):
     )
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=settings.QUOTA_MAX_JUSTIFICATION,
+        max_length=MAX_TEXT_LENGTH,
         help_text="What will run, and why it needs these GPUs.",
     )
 
@@ -62,6 +62,7 @@ class QuotaRequestForm(forms.Form):
         zone = timezone.get_current_timezone_name()
         self.fields["starts_at"].label = f"Starts ({zone})"
         self.fields["ends_at"].label = f"Ends ({zone})"
+        counted(self.fields["justification"], "count-justification")
         teams = actions.teams_for(user)
         self.fields["team"].queryset = teams
         self.fields["follows"].queryset = QuotaRequest.objects.filter(
@@ -138,9 +139,16 @@ class QuotaRequestForm(forms.Form):
         }
 
 
+def counted(field, counter_id):
+    """Count the field's text on the page instead of letting the browser cut it:
+    `maxlength` silently drops what is typed or pasted past the limit."""
+    field.widget.attrs.pop("maxlength", None)
+    field.widget.attrs |= {"data-limit": MAX_TEXT_LENGTH, "data-counter": counter_id}
+
+
 class ReasonForm(forms.Form):
     reason = forms.CharField(
         required=False,
-        max_length=1000,
-        error_messages={"max_length": "Keep the reason to %(limit_value)s characters."},
+        max_length=MAX_TEXT_LENGTH,
+        error_messages={"max_length": f"Keep the reason to {MAX_TEXT_LENGTH:,} characters."},
     )

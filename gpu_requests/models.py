@@ -10,6 +10,11 @@ from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
+# The one limit on what people type: a request's justification and a
+# decision's reason, in the web form, the API and the admin alike. Longer text
+# is refused with a field error (never cut); pages show a counter against it.
+MAX_TEXT_LENGTH = 2000
+
 # A team slug becomes a Kubernetes namespace name: an RFC 1123 label.
 dns1123_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -225,9 +230,7 @@ class QuotaRequest(models.Model):
     gpus = models.PositiveIntegerField("GPUs", validators=[MinValueValidator(1)])
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty for open-ended.")
-    justification = models.TextField(
-        validators=[MaxLengthValidator(settings.QUOTA_MAX_JUSTIFICATION)]
-    )
+    justification = models.TextField(validators=[MaxLengthValidator(MAX_TEXT_LENGTH)])
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
     )

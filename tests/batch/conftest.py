@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from datetime import time, timedelta
 
 import pytest
@@ -8,6 +10,7 @@ from batch.models import ImageRule
 from gpu_requests.models import Membership, Team
 from tests.factories import UserFactory, make_reviewer
 from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
+    ROOT,
     cluster,
     demo_flavors,
     eager,
@@ -63,7 +66,7 @@ def job_data(**overrides):
 
 
 @pytest.fixture
-def setup(transactional_db, kubesim, eager, demo_flavors):  # noqa: F811 (imported fixtures)
+def open_now(transactional_db, demo_flavors):  # noqa: F811 (imported fixtures)
     """alice of vision, and a window open now for two hours (H100 and L4, spot allowed)."""
     ImageRule.objects.create(prefix="docker.io/library/")
     team = Team.objects.create(slug="vision", name="Vision")
@@ -85,3 +88,35 @@ def setup(transactional_db, kubesim, eager, demo_flavors):  # noqa: F811 (import
         spot_allowed=True,
     )
     return {"team": team, "alice": alice, "admin": admin, "window": window}
+
+
+@pytest.fixture
+def setup(open_now, kubesim, eager):  # noqa: F811 (imported fixtures)
+    """`open_now` with kubesim, tasks run inline."""
+    return open_now
+
+
+FAST = {
+    "PORTAL_BATCH_TICK_INTERVAL": "1",
+    "PORTAL_BATCH_WATCH_SECONDS": "1",
+    "PORTAL_SYNC_SWEEP_INTERVAL": "1",
+    "PORTAL_LIFECYCLE_INTERVAL": "5",
+}
+
+
+@pytest.fixture
+def beat(workers, tmp_path):  # noqa: F811 (imported fixtures)
+    """A Celery beat process (ticks and watches every second), beside the workers."""
+    log_path = tmp_path / "beat.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO",
+             "--schedule", str(tmp_path / "beat-schedule")],
+            cwd=ROOT,
+            env={**workers.env, **FAST},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        yield process
+        process.terminate()
+        process.wait(timeout=10)

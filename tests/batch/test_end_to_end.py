@@ -8,8 +8,6 @@ set in minutes), so this test waits for up to a minute and a quarter; the pods'
 run time is sim time, advanced by the test.
 """
 
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -17,34 +15,11 @@ from django.utils import timezone
 
 from batch import actions
 from batch.models import BatchJob, ImageRule
-from tests.provisioning.conftest import ROOT, wait_for
+from tests.batch.conftest import FAST
+from tests.provisioning.conftest import wait_for
 from tests.web.test_browser_journey import log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.celery]
-
-FAST = {
-    "PORTAL_BATCH_TICK_INTERVAL": "1",
-    "PORTAL_BATCH_WATCH_SECONDS": "1",
-    "PORTAL_SYNC_SWEEP_INTERVAL": "1",
-    "PORTAL_LIFECYCLE_INTERVAL": "5",
-}
-
-
-@pytest.fixture
-def beat(workers, tmp_path):
-    log_path = tmp_path / "beat.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO",
-             "--schedule", str(tmp_path / "beat-schedule")],
-            cwd=ROOT,
-            env={**workers.env, **FAST},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        yield process
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def next_minute(after_seconds=15):

@@ -3,6 +3,7 @@ from decimal import Decimal
 
 from django import template
 from django.conf import settings
+from django.utils import timezone
 from django.utils.html import format_html
 
 from gpu_requests import actions
@@ -17,6 +18,15 @@ def utc(value, fmt="%Y-%m-%d %H:%M"):
     if not value:
         return ""
     return f"{value.astimezone(UTC):{fmt}} UTC"
+
+
+@register.filter
+def when(value, fmt="%Y-%m-%d %H:%M"):
+    """A datetime in the viewer's time zone, the zone named ("2026-12-01 10:00 CET")."""
+    if not value:
+        return ""
+    local = timezone.localtime(value)
+    return f"{local:{fmt}} {local.tzname()}"
 
 
 @register.filter

@@ -13,6 +13,7 @@ from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
 from django.views import defaults
@@ -26,13 +27,18 @@ def is_api(request):
     return request.path_info.startswith(API_PREFIX)
 
 
+TITLES = {413: "Too large", 503: "Unavailable"}
+
+
 def error_response(request, status, detail):
     """The error body every API error has (`{"detail": ...}`), or a plain page."""
     if is_api(request):
         return JsonResponse({"detail": detail}, status=status)
     # No request context: the session or the user may be what is broken.
     page = loader.get_template("400.html")
-    return HttpResponse(page.render({"detail": detail, "status": status}), status=status)
+    title = TITLES.get(status, "Bad request")
+    context = {"detail": detail, "status": status, "title": title}
+    return HttpResponse(page.render(context), status=status)
 
 
 def _nul_in(request):
@@ -62,6 +68,17 @@ class RefuseBadInput:
         if isinstance(exception, RequestDataTooBig):
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
             return error_response(request, 413, f"The request body is larger than {limit} bytes.")
+        if isinstance(exception, (OperationalError, InterfaceError)):
+            # The database is gone (restarting, failing over): say so, and when
+            # to try again, rather than 500. Django drops the broken connection
+            # at the end of the request (CONN_HEALTH_CHECKS), so the next one
+            # reconnects by itself.
+            logger.warning("503 for %s: database unavailable: %s", request.path_info, exception)
+            response = error_response(
+                request, 503, "The database is unavailable; try again in a few seconds."
+            )
+            response["Retry-After"] = "5"
+            return response
         if isinstance(exception, OverflowError):
             logger.info("400 for %s: %s", request.path_info, exception)
             return error_response(request, 400, "A number in the request is out of range.")

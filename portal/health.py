@@ -33,12 +33,20 @@ def check_broker():
 
 
 def check_cluster():
-    kube.cluster().call("GET", "/version")
+    # A client of its own, without retries: the probe's answer is this one call.
+    configuration = kube.load_configuration(
+        settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT
+    )
+    client = kube.Cluster(configuration, timeout=settings.PORTAL_READY_TIMEOUT, retries=0)
+    try:
+        client.call("GET", "/version")
+    finally:
+        client.close()
 
 
 CHECKS = {"database": check_database, "broker": check_broker, "cluster": check_cluster}
-# Long-lived threads, so each keeps its cluster client (kube.cluster() is per
-# thread); a check that hangs holds its thread and the next probe says so.
+# Long-lived threads: a check that hangs holds its thread, and the next probe
+# says so instead of piling up threads.
 _pool = ThreadPoolExecutor(max_workers=len(CHECKS), thread_name_prefix="readyz")
 
 

@@ -2,6 +2,7 @@
 timeouts from the environment) serves the portal, and /metrics adds up what
 every worker process counted."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -29,18 +30,20 @@ def get(url):
         return response.status, response.read().decode()
 
 
-@pytest.fixture
-def gunicorn(transactional_db, tmp_path):
+@contextlib.contextmanager
+def running_gunicorn(tmp_path, database_url, **env):
+    """gunicorn serving the portal on a free port: yields (url, log file)."""
     port = free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url,
         "GUNICORN_BIND": f"127.0.0.1:{port}",
         "GUNICORN_WORKERS": "2",
         "GUNICORN_THREADS": "2",
         "GUNICORN_TIMEOUT": "20",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        **env,
     }
     log = open(tmp_path / "gunicorn.log", "w+")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
@@ -61,10 +64,18 @@ def gunicorn(transactional_db, tmp_path):
                 log.seek(0)
                 pytest.fail("gunicorn did not start:\n" + log.read())
             time.sleep(0.2)
-    yield url, log
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    try:
+        yield url, log
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture
+def gunicorn(transactional_db, tmp_path):
+    with running_gunicorn(tmp_path, _database_url()) as server:
+        yield server
 
 
 def test_gunicorn_serves_the_portal_with_metrics_of_every_worker(gunicorn, vision):

@@ -9,7 +9,6 @@ Views, the API, the Django admin and Celery tasks all call these.
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -17,7 +16,9 @@ from django.utils import timezone
 
 from gpu_requests import capacity, emails, hooks
 from gpu_requests.models import (
+    MAX_TEXT_LENGTH,
     AuditEvent,
+    Comment,
     Flavor,
     Membership,
     QuotaRequest,
@@ -112,19 +113,6 @@ def change_capacity(flavor, gpus, *, by, reason=""):
         action=Action.CHANGE_CAPACITY,
         actor=by,
         reason=f"{flavor.name}: {old} -> {gpus} GPUs" + (f". {reason}" if reason else ""),
-    )
-    return flavor
-    if capacity < old:
-        check_capacity(flavor, capacity)
-    Flavor.objects.filter(pk=flavor.pk).update(capacity=capacity)
-    flavor.capacity = capacity
-    AuditEvent.objects.create(
-        team=None,
-        subject_type=ContentType.objects.get_for_model(Flavor),
-        subject_id=str(flavor.pk),
-        action=Action.CHANGE_CAPACITY,
-        actor=by,
-        reason=f"{flavor.name}: {old} -> {capacity} GPUs" + (f". {reason}" if reason else ""),
     )
     return flavor
 
@@ -237,15 +225,37 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
             errors["ends_at"] = ["The end must be after the start."]
         elif ends_at is not None and ends_at - starts_at > MAX_PERIOD:
             errors["ends_at"] = ["A request covers at most 366 days; ask again to extend it."]
-    if justification is not None and len(justification) > settings.QUOTA_MAX_JUSTIFICATION:
-        errors["justification"] = [
-            f"Keep the justification to {settings.QUOTA_MAX_JUSTIFICATION:,} characters."
-        ]
+    if justification is not None and len(justification) > MAX_TEXT_LENGTH:
+        errors["justification"] = [f"Keep the justification to {MAX_TEXT_LENGTH:,} characters."]
     return errors
 
 
+def validate_follow_up(follows, *, team, flavor):
+    """Errors for a request that follows `follows` (more time or more GPUs), as a dict."""
+    if follows.status not in QuotaRequest.RESERVING:
+        return {"follows": [f"Request #{follows.pk} is not approved or active any more."]}
+    if team is not None and team.pk != follows.team_id:
+        return {"team": [f"A follow-up of #{follows.pk} is for {follows.team.name}."]}
+    if flavor is not None and flavor.pk != follows.flavor_id:
+        return {"flavor": [f"A follow-up of #{follows.pk} is for {follows.flavor.name}."]}
+    return {}
+
+
 @transaction.atomic
-def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
+def submit(
+    *, team, flavor, gpus, starts_at, ends_at, justification, by, follows=None, follow_kind=""
+):
+    """A new pending request; `follows` links it to approved or active quota it extends
+    (`follow_kind` says how), and both requests' histories show the link."""
+    if follows is not None:
+        follows = (
+            QuotaRequest.objects.select_for_update()
+            .select_related("team", "flavor")
+            .get(pk=follows.pk)
+        )
+        errors = validate_follow_up(follows, team=team, flavor=flavor)
+        if errors:
+            raise ValidationError(errors)
     errors = validate_request(
         team=team,
         flavor=flavor,
@@ -269,8 +279,28 @@ def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
         justification=justification,
         requested_by=by,
         estimated_cost=cost,
+        follows=follows,
+        follow_kind=follow_kind if follows is not None else "",
     )
-    _record(quota_request, action=Action.SUBMIT, from_status="", to_status=Status.PENDING, actor=by)
+    kind = QuotaRequest.FollowKind(follow_kind).label.lower() if follows is not None else ""
+    _record(
+        quota_request,
+        action=Action.SUBMIT,
+        from_status="",
+        to_status=Status.PENDING,
+        actor=by,
+        reason=f"Asks for {kind} on #{follows.pk}" if follows is not None else "",
+    )
+    if follows is not None:
+        AuditEvent.record(
+            team_id=follows.team_id,
+            subject=follows,
+            action=Action.FOLLOW_UP,
+            actor=by,
+            reason=f"#{quota_request.pk} asks for {kind}",
+            from_status=follows.status,
+            to_status=follows.status,
+        )
     # robust: a mail server that is down is logged, and does not undo or
     # hide a request that is already saved.
     transaction.on_commit(lambda: emails.send_new_request(quota_request.pk), robust=True)
@@ -466,6 +496,129 @@ def archive_team(team, *, by, reason="Team archived"):
     # Even with nothing to revoke, the team's cap on the cluster drops to zero.
     hooks.quota_changed(team.pk)
     return team
+
+
+# Comments
+
+MAX_COMMENT = 4000
+
+
+def can_comment(user, quota_request):
+    """The requester, the team's managers and the reviewers talk on a request."""
+    return can_review(user) or can_cancel(user, quota_request)
+
+
+@transaction.atomic
+def comment(quota_request, *, by, body):
+    """Add a comment; the others in the thread (requester, managers who are in it,
+    reviewers who are, or all reviewers while nobody reviewing has spoken) get it by mail."""
+    if not can_comment(by, quota_request):
+        raise NotAllowed("Only the requester, the team's managers and reviewers comment here.")
+    body = body.strip()
+    if not body:
+        raise ValidationError({"body": ["Write something first."]})
+    if len(body) > MAX_COMMENT or "\x00" in body:
+        raise ValidationError({"body": [f"Keep a comment to {MAX_COMMENT:,} characters of text."]})
+    note = Comment.objects.create(quota_request=quota_request, author=by, body=body)
+    AuditEvent.record(
+        team_id=quota_request.team_id,
+        subject=quota_request,
+        action=Action.COMMENT,
+        actor=by,
+        reason=body[:200],
+        from_status=quota_request.status,
+        to_status=quota_request.status,
+    )
+    transaction.on_commit(lambda: emails.send_comment(note.pk), robust=True)
+    return note
+
+
+# Teams and their members
+
+
+def can_manage(user, team):
+    """Platform admins and the team's managers manage its members."""
+    if can_review(user):
+        return True
+    return team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
+
+
+@transaction.atomic
+def create_team(*, name, slug, by):
+    """A new team (its namespace is named after `slug`); the creator is not made a member."""
+    if not can_review(by):
+        raise NotAllowed("Only platform admins can create teams.")
+    team = Team(name=name, slug=slug)
+    team.full_clean()
+    team.save()
+    AuditEvent.record(team_id=team.pk, action=Action.TEAM_CREATE, actor=by, reason=name)
+    return team
+
+
+def _member_event(team, action, *, by, user, reason):
+    AuditEvent.record(team_id=team.pk, action=action, actor=by, subject=user, reason=reason)
+    # The team's RoleBinding names its members: the layer above re-syncs it.
+    hooks.members_changed(team.pk)
+
+
+def _require_manager(team, by):
+    if not can_manage(by, team):
+        raise NotAllowed(f"Only {team.name}'s managers and platform admins manage its members.")
+    if is_archived(team):
+        raise IllegalTransition(f"{team.name} is archived.")
+
+
+@transaction.atomic
+def add_member(team, user, *, role=Membership.Role.MEMBER, by):
+    _require_manager(team, by)
+    membership, created = Membership.objects.get_or_create(
+        team=team, user=user, defaults={"role": role}
+    )
+    if not created:
+        raise IllegalTransition(f"{user.username} is already in {team.name}.")
+    _member_event(
+        team, Action.MEMBER_ADD, by=by, user=user, reason=f"{user.username} as {role.label.lower()}"
+    )
+    return membership
+
+
+def _other_managers(team, user):
+    return team.memberships.filter(role=Membership.Role.MANAGER).exclude(user=user).exists()
+
+
+@transaction.atomic
+def remove_member(team, user, *, by):
+    _require_manager(team, by)
+    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    if membership is None:
+        raise IllegalTransition(f"{user.username} is not in {team.name}.")
+    if membership.role == Membership.Role.MANAGER and not _other_managers(team, user):
+        raise IllegalTransition(
+            f"{user.username} is {team.name}'s last manager; name another first."
+        )
+    membership.delete()
+    _member_event(team, Action.MEMBER_REMOVE, by=by, user=user, reason=user.username)
+
+
+@transaction.atomic
+def set_role(team, user, role, *, by):
+    _require_manager(team, by)
+    role = Membership.Role(role)
+    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    if membership is None:
+        raise IllegalTransition(f"{user.username} is not in {team.name}.")
+    if membership.role == role:
+        return membership
+    if membership.role == Membership.Role.MANAGER and not _other_managers(team, user):
+        raise IllegalTransition(
+            f"{user.username} is {team.name}'s last manager; name another first."
+        )
+    Membership.objects.filter(pk=membership.pk).update(role=role)
+    membership.role = role
+    _member_event(
+        team, Action.ROLE_CHANGE, by=by, user=user, reason=f"{user.username}: {role.label.lower()}"
+    )
+    return membership
 
 
 def teams_for(user):

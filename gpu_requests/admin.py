@@ -3,6 +3,26 @@ from django.core.exceptions import ValidationError
 
 from gpu_requests import actions, hooks
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
+from gpu_requests.templatetags.portal import money
+
+admin.site.site_header = "GPU portal administration"
+admin.site.site_title = "GPU portal admin"
+admin.site.index_title = "Teams, catalog and quota"
+admin.site.site_url = "/"
+
+
+class ReadOnlyAdminMixin:
+    """Objects that change only through the actions: their page shows no Save buttons."""
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            "show_delete": False,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 class MembershipInline(admin.TabularInline):
@@ -126,8 +146,9 @@ def _transition(action):
 
 
 @admin.register(QuotaRequest)
-class QuotaRequestAdmin(admin.ModelAdmin):
-    list_display = ["id", "team", "flavor", "gpus", "starts_at", "ends_at", "status"]
+class QuotaRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "team", "flavor", "gpus", "starts_at", "ends_at", "status", "cost"]
+    list_select_related = ["team", "flavor"]
     list_filter = ["status", "flavor", "team"]
     date_hierarchy = "starts_at"
     # A request changes only through the actions (below, and in the portal):
@@ -149,9 +170,13 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     def has_review_permission(self, request):
         return actions.can_review(request.user)
 
+    @admin.display(description="Estimated cost", ordering="estimated_cost")
+    def cost(self, quota_request):
+        return money(quota_request.estimated_cost) or "open-ended"
+
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "team", "quota_request", "actor", "action", "to_status"]
     list_filter = ["action", "team"]
     # The columns' objects join the list's query (a request's name needs its team and

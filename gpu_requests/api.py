@@ -7,6 +7,7 @@ another team's request is a 404, never a 403.
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -21,6 +22,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from gpu_requests import actions
+from gpu_requests.filters import PARAMETERS, SORTS, RequestFilter
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
 from gpu_requests.serializers import (
     CapacityErrorSerializer,
@@ -109,9 +111,14 @@ TRANSITION_SCHEMA = extend_schema(
     list=extend_schema(
         parameters=[
             OpenApiParameter(
-                "status", enum=Status.values, description="Only requests in this status."
-            ),
-            OpenApiParameter("team", str, description="Only this team's requests (slug)."),
+                name,
+                enum=(
+                    Status.values if name == "status" else list(SORTS) if name == "sort" else None
+                ),
+                type=OpenApiTypes.DATE if name.startswith("period_") else str,
+                description=description,
+            )
+            for name, description in PARAMETERS.items()
         ],
     )
 )
@@ -121,7 +128,8 @@ class QuotaRequestViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
-    """GPU quota requests of your teams (all teams for reviewers), newest first."""
+    """GPU quota requests of your teams (all teams for reviewers), newest first unless
+    `sort` says otherwise; the same filters as the portal's request list."""
 
     queryset = QuotaRequest.objects.none()
     lookup_value_regex = r"[0-9]+"
@@ -138,16 +146,11 @@ class QuotaRequestViewSet(
         )
 
     def _filter(self, requests):
-        wanted_status = self.request.query_params.get("status")
-        if wanted_status is not None:
-            if wanted_status not in Status.values:
-                choices = ", ".join(Status.values)
-                raise ValidationError({"status": [f"Unknown status; use one of {choices}."]})
-            requests = requests.filter(status=wanted_status)
-        team = self.request.query_params.get("team")
-        if team is not None:
-            requests = requests.filter(team__slug=team)
-        return requests
+        """The request list page's filters (gpu_requests.filters), a 400 naming the bad ones."""
+        form = RequestFilter(self.request.query_params, strict=True)
+        if not form.is_valid():
+            raise ValidationError(form.errors)
+        return form.apply(requests)
 
     def get_serializer_class(self):
         if self.action == "list":

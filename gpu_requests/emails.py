@@ -7,7 +7,7 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import AuditEvent, Comment, Membership, QuotaRequest
 
 
 def _send(template, subject, recipients, context):
@@ -59,6 +59,42 @@ def send_decision(event_id):
         {
             "req": quota_request,
             "decision": decision,
+            "url": reverse("request_detail", args=[quota_request.pk]),
+        },
+    )
+
+
+def thread_emails(quota_request, *, without):
+    """Who follows a request's comments: the requester, its team's managers, everyone
+    who commented, and the reviewers while none of them has (someone must read it)."""
+    people = {quota_request.requested_by}
+    people |= {
+        m.user
+        for m in quota_request.team.memberships.filter(role=Membership.Role.MANAGER).select_related(
+            "user"
+        )
+    }
+    people |= {c.author for c in quota_request.comments.select_related("author")}
+    emails = {user.email for user in people if user.is_active and user.email and user != without}
+    reviewers = set(reviewer_emails())
+    if not reviewers & {user.email for user in people if user.email}:
+        emails |= reviewers
+    emails.discard(without.email)
+    return sorted(emails)
+
+
+def send_comment(comment_id):
+    note = Comment.objects.select_related(
+        "author", "quota_request__team", "quota_request__flavor", "quota_request__requested_by"
+    ).get(pk=comment_id)
+    quota_request = note.quota_request
+    _send(
+        "comment",
+        f"[GPU portal] {note.author.username} on request #{quota_request.pk}",
+        thread_emails(quota_request, without=note.author),
+        {
+            "req": quota_request,
+            "comment": note,
             "url": reverse("request_detail", args=[quota_request.pk]),
         },
     )

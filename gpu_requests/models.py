@@ -8,6 +8,12 @@ from django.core.validators import MaxLengthValidator, MinValueValidator, RegexV
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
+from django.urls import reverse
+
+# The one limit on what people type: a request's justification and a
+# decision's reason, in the web form, the API and the admin alike. Longer text
+# is refused with a field error (never cut); pages show a counter against it.
+MAX_TEXT_LENGTH = 2000
 
 # A team slug becomes a Kubernetes namespace name: an RFC 1123 label.
 dns1123_label = RegexValidator(
@@ -52,9 +58,16 @@ class Team(models.Model):
     def __str__(self):
         return self.name
 
+    def get_absolute_url(self):
+        return reverse("team_page", args=[self.slug])
+
     @property
     def is_archived(self):
         return self.archived_at is not None
+
+    @property
+    def namespace(self):
+        return namespace_of(self.slug)
 
     @property
     def sync_record(self):
@@ -66,6 +79,11 @@ class Team(models.Model):
     def sync_status(self):
         record = self.sync_record
         return SyncStatus.NOT_PROVISIONED if record is None else SyncStatus(record.status)
+
+
+def namespace_of(slug):
+    """The Kubernetes namespace a team with this slug gets (PORTAL_NAMESPACE_PREFIX + slug)."""
+    return f"{settings.PORTAL_NAMESPACE_PREFIX}{slug}"
 
 
 class Membership(models.Model):
@@ -188,7 +206,14 @@ class QuotaRequestQuerySet(models.QuerySet):
         return max(at_start["total"], later["peak"])
 
 
+class FollowKind(models.TextChoices):
+    MORE_TIME = "more_time", "More time"
+    MORE_GPUS = "more_gpus", "More GPUs"
+
+
 class QuotaRequest(models.Model):
+    FollowKind = FollowKind
+
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         APPROVED = "approved", "Approved"
@@ -205,9 +230,7 @@ class QuotaRequest(models.Model):
     gpus = models.PositiveIntegerField("GPUs", validators=[MinValueValidator(1)])
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty for open-ended.")
-    justification = models.TextField(
-        validators=[MaxLengthValidator(settings.QUOTA_MAX_JUSTIFICATION)]
-    )
+    justification = models.TextField(validators=[MaxLengthValidator(MAX_TEXT_LENGTH)])
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
     )
@@ -215,6 +238,12 @@ class QuotaRequest(models.Model):
         max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
     )
     estimated_cost = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    # "Ask for more time / more GPUs" on approved or active quota is a new request,
+    # reviewed like any other, linked to the one it follows.
+    follows = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="follow_ups"
+    )
+    follow_kind = models.CharField(max_length=16, choices=FollowKind.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -241,6 +270,9 @@ class QuotaRequest(models.Model):
 
     def __str__(self):
         return f"#{self.pk} {self.team} {self.gpus} x {self.flavor}"
+
+    def get_absolute_url(self):
+        return reverse("request_detail", args=[self.pk])
 
     @property
     def hours(self):
@@ -298,6 +330,12 @@ class AuditEvent(models.Model):
         SYNC_FAILED = "sync_failed", "Sync failed"
         DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
         DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
+        FOLLOW_UP = "follow_up", "Follow-up asked"
+        TEAM_CREATE = "team_create", "Team created"
+        MEMBER_ADD = "member_add", "Member added"
+        MEMBER_REMOVE = "member_remove", "Member removed"
+        ROLE_CHANGE = "role_change", "Role changed"
+        COMMENT = "comment", "Commented"
         CHANGE_CAPACITY = "change_capacity", "Capacity changed"
 
     # None for events of no team (a flavor's capacity changed).
@@ -355,3 +393,42 @@ class AuditEvent(models.Model):
 
 
 _audit_action_sets = [AuditEvent.Action]
+
+
+class Comment(models.Model):
+    """A message on a request, from its requester, the team's managers or a reviewer."""
+
+    quota_request = models.ForeignKey(
+        QuotaRequest, on_delete=models.PROTECT, related_name="comments"
+    )
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body = models.TextField(validators=[MaxLengthValidator(4000)])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self):
+        return f"{self.author} on #{self.quota_request_id}"
+
+
+def valid_time_zone(name):
+    """An IANA zone name known to this system ("Europe/Berlin"), else ValidationError."""
+    from zoneinfo import available_timezones
+
+    from django.core.exceptions import ValidationError
+
+    if name not in available_timezones():
+        raise ValidationError(f"{name!r} is not a time zone name such as Europe/Berlin.")
+
+
+class UserPreference(models.Model):
+    """Per-user settings: the time zone pages show times in and forms read them in."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[valid_time_zone])
+
+    def __str__(self):
+        return f"{self.user}: {self.time_zone}"

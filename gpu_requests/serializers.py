@@ -2,17 +2,19 @@
 follow live in `actions.validate_request`, so the web form and the API give
 the same answers."""
 
-from django.conf import settings
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, SyncStatus, Team
+from gpu_requests.models import (
+    MAX_TEXT_LENGTH,
+    AuditEvent,
+    Flavor,
+    QuotaRequest,
+    SyncStatus,
+    Team,
+)
 from portal.api import ErrorSerializer
-
-# Caps on strings the models leave unbounded, so a client cannot make us
-# store (or look up) megabytes.
-MAX_REASON = 2000
 
 
 class TeamSyncSerializer(serializers.Serializer):
@@ -121,7 +123,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
         help_text="After starts_at; null for an open-ended request. Required, so that an "
         "open-ended reservation is always deliberate. The period is [starts_at, ends_at).",
     )
-    justification = serializers.CharField(max_length=settings.QUOTA_MAX_JUSTIFICATION)
+    justification = serializers.CharField(max_length=MAX_TEXT_LENGTH)
 
     def validate_team(self, slug):
         user = self.context["request"].user
@@ -144,7 +146,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
 
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(
-        max_length=MAX_REASON,
+        max_length=MAX_TEXT_LENGTH,
         required=False,
         allow_blank=True,
         default="",

@@ -17,7 +17,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions, capacity
+from gpu_requests import actions, capacity, timeline
+from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import QuotaRequestForm, ReasonForm
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
 
@@ -25,12 +26,17 @@ Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)
 
 
-def _get_request_for_user(user, pk):
-    """The request if `user` may see it (its team's members, reviewers), else 404."""
+def _visible_requests(user):
+    """Requests `user` may see: their teams' (reviewers: all), with what a row shows."""
     visible = QuotaRequest.objects.select_related("team", "flavor", "requested_by")
     if not actions.can_review(user):
         visible = visible.filter(team__memberships__user=user)
-    return get_object_or_404(visible, pk=pk)
+    return visible
+
+
+def _get_request_for_user(user, pk):
+    """The request if `user` may see it (its team's members, reviewers), else 404."""
+    return get_object_or_404(_visible_requests(user), pk=pk)
 
 
 def _require_reviewer(user):
@@ -166,14 +172,113 @@ def _recent_events(team_ids, per_team=10):
     )
 
 
+# Request list
+
+LIST_PAGE_SIZE = 25
+
+
+@login_required
+def request_list(request):
+    """Every request the user may see, filtered, sorted and paged by the address's
+    query string (bookmarkable, no JavaScript needed). Six queries: session, user,
+    the filter's team and flavor choices, the count and the page."""
+    teams = actions.teams_for(request.user).values_list("slug", "name")
+    flavors = Flavor.objects.values_list("slug", "name")
+    form = RequestFilter(request.GET, teams=list(teams), flavors=list(flavors))
+    if form.is_valid():
+        requests = form.apply(_visible_requests(request.user))
+        page = Paginator(requests, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    else:
+        page = Paginator(QuotaRequest.objects.none(), LIST_PAGE_SIZE).get_page(1)
+    query = request.GET.copy()
+    query.pop("page", None)
+    unsorted = query.copy()
+    unsorted.pop("sort", None)
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "unsorted": unsorted.urlencode(),
+        "sort": form.cleaned_data.get("sort") if form.is_valid() else "",
+    }
+    return render(request, "gpu_requests/request_list.html", context)
+
+
+# Reservation timeline
+
+TIMELINE_DAYS = 28
+
+
+@login_required
+def timeline_page(request):
+    flavors = list(Flavor.objects.filter(is_active=True))
+    chosen = next((f for f in flavors if f.slug == request.GET.get("flavor")), None)
+    context = {
+        "flavors": [(f.slug, f.name) for f in flavors],
+        "chart": _timeline_chart(request.user, chosen or (flavors[0] if flavors else None)),
+        "reviewer": actions.can_review(request.user),
+    }
+    return render(request, "gpu_requests/timeline.html", context)
+
+
+def _timeline_chart(user, flavor):
+    """The Gantt chart of `flavor` for the next four weeks: every team's bars for
+    reviewers, the user's teams' for members (all teams count in the line).
+    Four queries, and one per registered reservation source."""
+    if flavor is None:
+        return None
+    starts_at = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    ends_at = starts_at + timedelta(days=TIMELINE_DAYS)
+    held = capacity.all_reservations([flavor.pk], starts_at, ends_at)
+    reviewer = actions.can_review(user)
+    team_ids = {r.team_id for r in held if r.team_id is not None}
+    names = dict(actions.teams_for(user).filter(pk__in=team_ids).values_list("pk", "name"))
+    pending = (
+        _visible_requests(user)
+        .filter(flavor=flavor, status=Status.PENDING)
+        .overlapping(starts_at, ends_at)
+        .order_by("starts_at", "pk")[:100]
+    )
+
+    def label_of(r):
+        if isinstance(r, QuotaRequest):
+            return f"{r.team.name} · {r.gpus} GPUs · #{r.pk}"
+        if r.source != "quota":
+            return f"{r.source.title()} · {r.gpus} GPUs" if reviewer else None
+        return f"{names[r.team_id]} · {r.gpus} GPUs · #{r.pk}" if r.team_id in names else None
+
+    def link_of(r):
+        if isinstance(r, QuotaRequest) or r.source == "quota":
+            return reverse("request_detail", args=[r.pk])
+        return ""
+
+    return timeline.chart(
+        flavor,
+        capacity.capacity_of(flavor),
+        held,
+        list(pending),
+        starts_at,
+        TIMELINE_DAYS,
+        label_of=label_of,
+        link_of=link_of,
+    )
+
+
 # New request
 
 
 @login_required
 def request_new(request):
-    form = QuotaRequestForm(request.user, request.POST or None)
+    """The request form; `?follows=<pk>&kind=more_time|more_gpus` pre-fills a follow-up
+    of approved or active quota. "Preview cost" re-renders it with the estimate, for
+    browsers without JavaScript."""
+    form = QuotaRequestForm(request.user, request.POST or None, initial=_follow_up_initial(request))
     if request.method == "POST" and request.GET.get("validate"):
         return _validation_feedback(request, form)
+    if request.method == "POST" and "preview" in request.POST:
+        form.is_valid()
+        context = {"form": form, "estimate": form.estimate(), "preview": True}
+        return render(request, "gpu_requests/request_new.html", context)
     if request.method == "POST" and form.is_valid():
         try:
             quota_request = actions.submit(by=request.user, **form.cleaned_data)
@@ -185,6 +290,20 @@ def request_new(request):
             return redirect("request_detail", pk=quota_request.pk)
     context = {"form": form, "estimate": form.estimate() if form.is_bound else None}
     return render(request, "gpu_requests/request_new.html", context)
+
+
+def _follow_up_initial(request):
+    pk, kind = request.GET.get("follows", ""), request.GET.get("kind", "")
+    if request.method != "GET" or not pk.isdigit() or len(pk) > 12:
+        return None
+    if kind not in QuotaRequest.FollowKind.values:
+        kind = QuotaRequest.FollowKind.MORE_GPUS
+    follows = (
+        _visible_requests(request.user).filter(pk=pk, status__in=QuotaRequest.RESERVING).first()
+    )
+    if follows is None:
+        return None
+    return QuotaRequestForm.follow_up_initial(follows, kind, timezone.now())
 
 
 def _validation_feedback(request, form):
@@ -206,9 +325,16 @@ def request_detail(request, pk):
     user = request.user
     pending = quota_request.status == Status.PENDING
     reviewer = actions.can_review(user)
+    member = reviewer or actions.is_member(user, quota_request.team)
     context = {
         "req": quota_request,
         "events": quota_request.events.select_related("actor"),
+        "follow_ups": quota_request.follow_ups.order_by("pk"),
+        "comments": quota_request.comments.select_related("author"),
+        "can_comment": actions.can_comment(user, quota_request),
+        "can_follow_up": member
+        and quota_request.status in QuotaRequest.RESERVING
+        and not quota_request.team.is_archived,
         "can_cancel": pending and actions.can_cancel(user, quota_request),
         "can_decide": pending and reviewer,
         "can_revoke": reviewer and quota_request.status in QuotaRequest.RESERVING,
@@ -244,6 +370,21 @@ def _act(request, pk, action):
     return redirect(_next_url(request, quota_request))
 
 
+@require_POST
+@login_required
+def request_comment(request, pk):
+    quota_request = _get_request_for_user(request.user, pk)
+    try:
+        actions.comment(quota_request, by=request.user, body=request.POST.get("body", ""))
+    except actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, "Comment added; the others in the thread are told by mail.")
+    return redirect(reverse("request_detail", args=[quota_request.pk]) + "#comments")
+
+
 def _next_url(request, quota_request):
     target = request.POST.get("next", "")
     if url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
@@ -251,10 +392,30 @@ def _next_url(request, quota_request):
     return reverse("request_detail", args=[quota_request.pk])
 
 
-@require_POST
 @login_required
 def request_cancel(request, pk):
+    if request.method != "POST":
+        return _confirm(
+            request,
+            pk,
+            title="Cancel request #{pk}?",
+            explanation="It leaves the review queue; ask again with a new request.",
+            button="Cancel request",
+        )
     return _act(request, pk, "cancel")
+
+
+def _confirm(request, pk, *, title, explanation, button, reason=None):
+    """A destructive action's confirmation page, the same everywhere (templates/confirm.html)."""
+    quota_request = _get_request_for_user(request.user, pk)
+    context = {
+        "title": title.format(pk=pk),
+        "explanation": explanation,
+        "button": button,
+        "reason": reason,
+        "back": reverse("request_detail", args=[quota_request.pk]),
+    }
+    return render(request, "confirm.html", context)
 
 
 @require_POST
@@ -269,9 +430,19 @@ def request_reject(request, pk):
     return _act(request, pk, "reject")
 
 
-@require_POST
 @login_required
 def request_revoke(request, pk):
+    if request.method != "POST":
+        _require_reviewer(request.user)
+        return _confirm(
+            request,
+            pk,
+            title="Revoke request #{pk}'s quota?",
+            explanation="The team's quota on the cluster drops at once; running pods keep "
+            "running, new ones over the quota are refused.",
+            button="Revoke quota",
+            reason="",
+        )
     return _act(request, pk, "revoke")
 
 
@@ -300,14 +471,34 @@ def review_queue(request):
     page = Paginator(_pending(), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     views = capacity.capacity_views(page.object_list)
     rows = [{"req": req, "capacity": views[req.pk]} for req in page.object_list]
-    context = {"rows": rows, "page": page, "pending_count": page.paginator.count, **_upcoming()}
+    flavors = list(Flavor.objects.filter(is_active=True))
+    context = {
+        "rows": rows,
+        "page": page,
+        "pending_count": page.paginator.count,
+        **_upcoming(flavors),
+        **_queue_timeline(request, flavors, rows[0]["req"].flavor if rows else None),
+    }
     return render(request, "gpu_requests/review_queue.html", context)
 
 
-def _upcoming():
-    """Peak reserved GPUs per UTC day for the next 30 days, per active flavor (two queries)."""
+def _queue_timeline(request, flavors, default=None):
+    """The timeline beside the queue: the flavor asked for (?timeline=), else `default`
+    (the first row's), else the first of `flavors`."""
+    wanted = request.GET.get("timeline")
+    flavor = next((f for f in flavors if f.slug == wanted), default)
+    if flavor is None and flavors:
+        flavor = flavors[0]
+    return {
+        "timeline_flavors": [(f.slug, f.name) for f in flavors],
+        "chart": _timeline_chart(request.user, flavor),
+    }
+
+
+def _upcoming(flavors):
+    """Peak reserved GPUs per UTC day for the next 30 days, per active flavor in `flavors`
+    (one query, and one per registered reservation source)."""
     today = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    flavors = list(Flavor.objects.filter(is_active=True))
     outlook = capacity.daily_peaks(flavors, today, days=HORIZON.days)
     for row in outlook:
         row["shares_with"] = row["flavor"].shares_resource_with(flavors)
@@ -339,7 +530,9 @@ def _review_row_response(request, pk, level, text):
         approved = quota_request.status in QuotaRequest.RESERVING and level == messages.SUCCESS
         if approved:
             context["changed"] = _changed_cells(quota_request, _shown_ids(request))
-            context.update(_upcoming())
+            flavors = list(Flavor.objects.filter(is_active=True))
+            context.update(_upcoming(flavors))
+            context.update(_queue_timeline(request, flavors, quota_request.flavor))
     return render(request, "gpu_requests/review_queue.html#decided", context)
 
 

@@ -1,8 +1,11 @@
 """`make demo`: the whole portal on one machine with nothing to install.
 
 Migrates and seeds an SQLite database, then runs kubesim (the simulated GPU
-cluster), the web server, a Celery worker and Celery beat until Ctrl-C. The
-broker is kombu's filesystem transport, so no Redis is needed either.
+cluster), the web server, a Celery worker and Celery beat in the foreground
+until Ctrl-C. The broker is kombu's SQLAlchemy transport on another SQLite
+file (portal/broker.py), so no Redis is needed either. A process that dies is
+started again, with a line on the console saying which and why; Ctrl-C stops
+them all.
 """
 
 import os
@@ -18,6 +21,10 @@ VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
 WEB_PORT = os.environ.get("PORT", "8000")
 KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
 KUBECONFIG = VAR_DIR / "kubeconfig"
+# A process that keeps dying is restarted after 1, 2, 4 ... 30 s; one that
+# stayed up this long counts as healthy again.
+MAX_RESTART_DELAY = 30
+HEALTHY_AFTER = 60
 
 
 def manage(*args, **env):
@@ -34,12 +41,99 @@ def demo_secret_key():
     return path.read_text().strip()
 
 
+def say(message):
+    print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def exit_reason(returncode):
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def last_line(path):
+    """The log's last non-empty line: usually the error that ended the process."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(log.seek(0, os.SEEK_END) - 4096, 0))
+            lines = [line.strip() for line in log.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return ""
+    return next((line for line in reversed(lines) if line), "")[:300]
+
+
+class Service:
+    """One child process, its log under var/, and how often it was restarted."""
+
+    def __init__(self, name, command, ready=None):
+        self.name, self.command, self.ready = name, command, ready
+        self.log_path = VAR_DIR / f"{name}.log"
+        self.process = None
+        self.restarts = 0
+        self.started_at = 0.0
+        self.restart_at = None
+
+    def start(self):
+        if self.ready is not None:
+            self.ready.unlink(missing_ok=True)  # written afresh once the process is up
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command, cwd=BASE_DIR, stdout=log, stderr=log)
+        self.started_at = time.monotonic()
+        if self.ready is not None:
+            _wait_for(self.ready, self.process)
+
+    def check(self, now):
+        """Restart the process if it died (after a delay if it keeps dying)."""
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                self.restart_at = None
+                self.start()
+            return
+        returncode = self.process.poll()
+        if returncode is None:
+            return
+        if now - self.started_at > HEALTHY_AFTER:
+            self.restarts = 0
+        delay = min(2**self.restarts, MAX_RESTART_DELAY) if self.restarts else 0
+        self.restarts += 1
+        # Killed, the signal says why; exited, its last words usually do.
+        why = last_line(self.log_path) if returncode >= 0 else ""
+        say(
+            f"{self.name} {exit_reason(returncode)}"
+            + (f" (last log line: {why})" if why else "")
+            + f"; restarting it{f' in {delay} s' if delay else ''}"
+            + f" (restart {self.restarts}, log {self.log_path})"
+        )
+        self.restart_at = now + delay
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+
+    def wait(self):
+        if self.process is None:
+            return
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 def main():
-    # kombu's filesystem transport wants its folders to exist.
-    (VAR_DIR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
+    from django.conf import settings
+
+    from portal import broker
+
+    broker.prepare(settings.CELERY_BROKER_URL)
     manage("migrate", "--noinput", "-v0")
     manage("collectstatic", "--noinput", "-v0")
     # Seeding mails reviewers about the demo requests: keep that off the console.
@@ -47,62 +141,65 @@ def main():
     manage("seed_batch")
 
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
-    commands = {
-        "kubesim": [
+    services = [
+        Service("kubesim", [
             sys.executable, "-m", "kubesim", "--port", KUBESIM_PORT,
             "--state", str(VAR_DIR / "kubesim-state.json"), "--kubeconfig", str(KUBECONFIG),
-        ],
-        "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"],
-        "worker": [*celery, "worker", "--loglevel=INFO", "--concurrency=2"],
-        "beat": [*celery, "beat", "--loglevel=INFO",
-                 "--schedule", str(VAR_DIR / "celerybeat-schedule")],
-    }  # fmt: skip
-    KUBECONFIG.unlink(missing_ok=True)  # written afresh once kubesim listens
-    processes = {}
-    for name, command in commands.items():
-        log = open(VAR_DIR / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the process
-        processes[name] = subprocess.Popen(command, cwd=BASE_DIR, stdout=log, stderr=log)
-        if name == "kubesim":
-            _wait_for(KUBECONFIG, processes[name])
+        ], ready=KUBECONFIG),
+        Service("web", [
+            sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload",
+        ]),
+        # One worker: gossip and mingle talk between workers, which this broker cannot carry.
+        Service("worker", [
+            *celery, "worker", "--loglevel=INFO", "--concurrency=2",
+            "--without-gossip", "--without-mingle",
+        ]),
+        Service("beat", [
+            *celery, "beat", "--loglevel=INFO",
+            "--schedule", str(VAR_DIR / "celerybeat-schedule"),
+        ]),
+    ]  # fmt: skip
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    # Ctrl-C stops the demo even when it was started with SIGINT ignored (in
+    # the background of a script); the children get it from the terminal too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        for service in services:
+            service.start()
+        print(
+            f"""
+GPU portal demo is running (in the foreground: Ctrl-C stops it).
 
-    print(
-        f"""
-GPU portal demo is running.
-
-  Portal      http://127.0.0.1:{WEB_PORT}/
+  Portal      http://127.0.0.1:{WEB_PORT}/            (PORT={WEB_PORT})
   API docs    http://127.0.0.1:{WEB_PORT}/api/docs/
   Logins      admin / demo  (platform admin, reviews requests)
               alice / demo  (team vision)   carol / demo  (team vision, manager)
               bob / demo    (team nlp)
-  Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}
+  Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}   (KUBESIM_PORT={KUBESIM_PORT})
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get jobs -A
   Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
 
+A process that dies is restarted, with a line here saying which and why.
 Press Ctrl-C to stop.
 """,
-        flush=True,
-    )
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    try:
-        while not stop:
-            for name, process in processes.items():
-                if process.poll() is not None:
-                    print(f"{name} exited with {process.returncode}; see {VAR_DIR}/{name}.log")
-                    stop.append(True)
-            time.sleep(1)
+            flush=True,
+        )
+        while not stopping:
+            now = time.monotonic()
+            for service in services:
+                service.check(now)
+            time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        for process in processes.values():
-            process.terminate()
-        for process in processes.values():
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        say("stopping")
+        for service in services:
+            service.stop()
+        for service in services:
+            service.wait()
 
 
 def _wait_for(path, process, timeout=30):

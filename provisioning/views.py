@@ -10,6 +10,7 @@ from django.utils import timezone
 from cluster import kube
 from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
+from gpu_requests.forms import ReasonForm
 from gpu_requests.models import Flavor, SyncStatus, Team, shared_resource_names
 from provisioning import actions
 from provisioning.desired import desired_state
@@ -44,21 +45,20 @@ def cluster_overview(request):
 def team_archive(request, slug):
     _require_reviewer(request.user)
     team = get_object_or_404(Team, slug=slug)
-    if request.method == "POST":
+    form = ReasonForm(request.POST or {"reason": "Team archived"})
+    if request.method == "POST" and form.is_valid():
         try:
             quota_actions.archive_team(
-                team, by=request.user, reason=request.POST.get("reason") or ""
+                team, by=request.user, reason=form.cleaned_data["reason"] or ""
             )
         except quota_actions.ActionError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"{team.name} is archived; its quota is now zero.")
         return redirect("cluster_overview")
-    return render(
-        request,
-        "provisioning/confirm_archive.html",
-        {"team": team, "namespace": desired_state(team.pk).namespace},
-    )
+    context = {"team": team, "namespace": desired_state(team.pk).namespace, "form": form}
+    status = 400 if request.method == "POST" else 200
+    return render(request, "provisioning/confirm_archive.html", context, status=status)
 
 
 @login_required

@@ -3,8 +3,11 @@ from decimal import Decimal
 
 from django import template
 from django.conf import settings
+from django.utils import timezone
+from django.utils.html import format_html
 
 from gpu_requests import actions
+from gpu_requests.models import MAX_TEXT_LENGTH
 
 register = template.Library()
 
@@ -18,6 +21,15 @@ def utc(value, fmt="%Y-%m-%d %H:%M"):
 
 
 @register.filter
+def when(value, fmt="%Y-%m-%d %H:%M"):
+    """A datetime in the viewer's time zone, the zone named ("2026-12-01 10:00 CET")."""
+    if not value:
+        return ""
+    local = timezone.localtime(value)
+    return f"{local:{fmt}} {local.tzname()}"
+
+
+@register.filter
 def money(value):
     if value is None or value == "":
         return ""
@@ -28,6 +40,29 @@ def money(value):
 @register.filter
 def can_review(user):
     return user.is_authenticated and actions.can_review(user)
+
+
+@register.simple_tag
+def counted(*id_parts):
+    """Attributes of a text input counted against the one limit (static/js/counter.js);
+    the counter's id is the parts joined by "-"."""
+    counter_id = "-".join(str(part) for part in id_parts)
+    return format_html('data-limit="{}" data-counter="{}"', MAX_TEXT_LENGTH, counter_id)
+
+
+@register.simple_tag
+def text_counter(*id_parts, value=""):
+    """ "12 / 2,000" under a counted input, as the server counts it; the script
+    keeps it current as the user types."""
+    counter_id = "-".join(str(part) for part in id_parts)
+    length = len(value or "")
+    return format_html(
+        '<span class="counter{}" id="{}" aria-live="polite">{} / {}</span>',
+        " over" if length > MAX_TEXT_LENGTH else "",
+        counter_id,
+        f"{length:,}",
+        f"{MAX_TEXT_LENGTH:,}",
+    )
 
 
 @register.filter

@@ -200,3 +200,43 @@ def test_a_short_first_page_is_not_counted_again(alice, requests):
         body = client_for(alice).get(URL, {"limit": 1}).json()
     assert body["count"] == 2 and "offset=1" in body["next"]
     assert [q for q in queries if "COUNT(" in q["sql"].upper()]
+
+
+def test_it_takes_the_request_lists_filters(admin_user, requests):
+    client = client_for(admin_user)
+    assert ids(client.get(URL, {"flavor": "a100"})) == [requests["second"].pk]
+    assert ids(client.get(URL, {"requester": "bob"})) == [requests["third"].pk]
+    assert ids(client.get(URL, {"q": "not now"})) == [requests["second"].pk]
+    assert ids(client.get(URL, {"sort": "gpus"})) == [
+        requests[name].pk for name in ("first", "second", "third")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"period_from": "tomorrow"}, "period_from"),
+        ({"sort": "pk"}, "sort"),
+        ({"q": "x" * 201}, "q"),
+    ],
+)
+def test_a_bad_filter_is_a_400_naming_it(alice, requests, params, field):
+    response = client_for(alice).get(URL, params)
+    assert response.status_code == 400
+    assert field in response.json()
+
+
+def test_the_schema_documents_the_filters(alice):
+    schema = client_for(alice).get("/api/schema/?format=json").json()
+    parameters = schema["paths"]["/api/v1/quota-requests/"]["get"]["parameters"]
+    names = {p["name"] for p in parameters}
+    assert {
+        "team",
+        "flavor",
+        "status",
+        "requester",
+        "period_from",
+        "period_to",
+        "q",
+        "sort",
+    } <= names

@@ -36,6 +36,23 @@ def failed_creates(k, ns):
     return [e for e in events_of(k, ns, "blocked") if e.reason == "FailedCreate"]
 
 
+def restarted_or_gone(k, ns, name, restarts):
+    """The job's pod restarted `restarts` times, or is gone (the job failed).
+
+    One LIST per poll: the pod can vanish between two reads on a busy machine.
+    """
+    pods = pods_of(k, ns, name)
+    if not pods:
+        return True
+    statuses = pods[0].status.container_statuses or []
+    return bool(statuses) and statuses[0].restart_count >= restarts
+
+
+def deleting(pods):
+    """The pods, once the first is being deleted (checked on one LIST's answer)."""
+    return pods if pods and pods[0].metadata.deletion_timestamp else None
+
+
 def running(k, ns, name, count=1):
     return wait_for(
         lambda: len([p for p in pods_of(k, ns, name) if p.status.phase == "Running"]) == count
@@ -52,7 +69,8 @@ def test_it_completes_a_job(k):
     assert pod.metadata.owner_references[0].kind == "Job"
     assert wait_for(lambda: read(k, ns, "train").status.active == 1)
     k.advance(601)
-    done = wait_for(lambda: condition(read(k, ns, "train"), "Complete") and read(k, ns, "train"))
+    # Read once per poll: the job read for the check is the one returned.
+    done = wait_for(lambda: condition(job := read(k, ns, "train"), "Complete") and job)
     assert done.status.succeeded == 1 and done.status.active == 0
     assert done.status.completion_time >= done.status.start_time
     assert condition(done, "SuccessCriteriaMet").status == "True"
@@ -94,12 +112,7 @@ def test_on_failure_restarts_count_toward_backoff(k):
     (pod,) = pods_of(k, ns, "flaky")
     for restarts in (1, 2, 3):
         k.advance(6)
-        wait_for(
-            lambda n=restarts: (
-                not pods_of(k, ns, "flaky")
-                or pods_of(k, ns, "flaky")[0].status.container_statuses[0].restart_count >= n
-            )
-        )
+        wait_for(lambda n=restarts: restarted_or_gone(k, ns, "flaky", n))
     assert pod.spec.restart_policy == "OnFailure"
     wait_for(lambda: condition(read(k, ns, "flaky"), "FailureTarget"))
     k.advance(31)  # the Failed condition waits for the pod's grace period
@@ -140,9 +153,7 @@ def test_suspend_deletes_pods_and_resume_resets_the_start_time(k):
     first_start = read(k, ns, "window").status.start_time
     k.advance(300)
     k.batch.patch_namespaced_job("window", ns, {"spec": {"suspend": True}})
-    (leaving,) = wait_for(
-        lambda: pods_of(k, ns, "window")[0].metadata.deletion_timestamp and pods_of(k, ns, "window")
-    )
+    (leaving,) = wait_for(lambda: deleting(pods_of(k, ns, "window")))
     assert leaving.metadata.finalizers is None  # deleted by the controller: never counted
     k.advance(31)
     wait_for(lambda: not pods_of(k, ns, "window"))

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +23,7 @@ from cluster import kube
 from gpu_requests.models import Flavor
 from kubesim.testing import running_kubesim
 from provisioning.models import TeamSync
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # A Redis database of its own, so leftovers of other suites never reach our workers
@@ -39,20 +39,6 @@ DEMO_FLAVORS = {
     "a100-3g": ("NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-3g.40gb", 14),
     "a100-1g": ("NVIDIA-A100-SXM4-80GB", "nvidia.com/mig-1g.10gb", 28),
 }
-
-
-def wait_for(condition, *, timeout=20.0, interval=0.1, every=None):
-    """Poll until `condition()` is truthy; call `every()` between polls (a beat tick)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still not true after {timeout}s: {condition}")
-        if every is not None:
-            every()
-        time.sleep(interval)
 
 
 class Sim:
@@ -214,6 +200,9 @@ def _use_broker(app, url):
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
+    # The demo's SQLite broker names its transport; any other URL names its own.
+    sqlite = url is not None and url.startswith("sqlite:///")
+    app.conf.broker_transport = "portal.broker:Transport" if sqlite else None
 
 
 @pytest.fixture

@@ -59,3 +59,11 @@ def test_it_shows_teams_not_on_the_cluster_yet(client, admin_user, vision):
     response = client.get("/cluster/")
     assert response.status_code == 200
     assert "Not provisioned yet" in response.content.decode()
+
+
+def test_archive_refuses_an_oversized_reason(client, admin_user, vision):
+    client.force_login(admin_user)
+    response = client.post("/cluster/teams/vision/archive/", {"reason": "x" * 2001})
+    assert response.status_code == 400
+    assert "Keep the reason to 2,000 characters." in response.content.decode()
+    assert Team.objects.get(pk=vision.pk).archived_at is None

@@ -156,3 +156,19 @@ def test_alice_requests_admin_approves_alice_sees_it(
     shot(page, "dashboard")
     assert QuotaRequest.objects.get(pk=req.pk).status == QuotaRequest.Status.APPROVED
     assert "alice@example.com" in [m.to[0] for m in mail.outbox]
+
+
+def test_the_justification_is_counted_not_cut(transactional_db, page, alice, h100):
+    log_in(page, "alice")
+    page.click("nav >> text=New request")
+    page.wait_for_selector("#count-justification:has-text('0 / 2,000')")
+    page.fill("#id_justification", "Line one\nline two")  # a form sends the break as two
+    page.wait_for_selector("#count-justification:has-text('18 / 2,000')")
+    page.fill("#id_justification", "x" * 2001)
+    page.wait_for_selector("#count-justification.over:has-text('2,001 / 2,000')")
+    assert len(page.input_value("#id_justification")) == 2001  # nothing cut by the browser
+    shot(page, "request_new_too_long")
+    page.click("button:has-text('Submit request')")
+    page.wait_for_selector("#errors-justification:has-text('at most 2000 characters')")
+    assert len(page.input_value("#id_justification")) == 2001  # kept to be shortened
+    assert not QuotaRequest.objects.exists()

@@ -54,7 +54,7 @@ def test_it_shows_all_fields_cost_and_history(login, alice, pending):
     assert "192.00 USD" in page
     assert pending.starts_at.strftime("%Y-%m-%d %H:%M UTC") in page
     assert "(24 h)" in page
-    assert "submit:" in page and "alice" in page
+    assert "Submitted:" in page and "alice" in page
 
 
 def test_it_says_when_another_flavor_shares_the_resource(login, alice, pending, a100):
@@ -72,8 +72,11 @@ def test_it_says_when_another_flavor_shares_the_resource(login, alice, pending, 
 )
 def test_it_shows_the_buttons_the_viewer_may_use(login, users, pending, who, buttons):
     page = login(users[who]).get(detail(pending)).content.decode()
-    for label in ["Cancel request", "Approve", "Reject", "Revoke quota"]:
+    for label in ["Approve", "Reject"]:
         assert (f">{label}</button>" in page) == (label in buttons), label
+    # Destructive ones lead to the confirmation page.
+    for label in ["Cancel request", "Revoke quota"]:
+        assert (f">{label}…</a>" in page) == (label in buttons), label
 
 
 def test_a_plain_member_who_did_not_ask_cannot_cancel(login, vision, alice, h100):
@@ -88,14 +91,27 @@ def test_a_plain_member_who_did_not_ask_cannot_cancel(login, vision, alice, h100
 def test_it_offers_revoke_for_approved_quota(login, admin_user, pending):
     actions.approve(pending, by=admin_user)
     page = login(admin_user).get(detail(pending)).content.decode()
-    assert ">Revoke quota</button>" in page
+    assert ">Revoke quota…</a>" in page
     assert ">Approve</button>" not in page
 
 
-@pytest.mark.parametrize("name", ["cancel", "approve", "reject", "revoke"])
+@pytest.mark.parametrize("name", ["approve", "reject"])
 def test_get_is_not_allowed(login, admin_user, pending, name):
     response = login(admin_user).get(endpoint(name, pending))
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize(("name", "who"), [("cancel", "alice"), ("revoke", "admin")])
+def test_destructive_actions_confirm_on_a_page_of_their_own(
+    login, users, admin_user, pending, name, who
+):
+    if name == "revoke":
+        actions.approve(pending, by=admin_user)
+    before = QuotaRequest.objects.get().status
+    page = login(users[who]).get(endpoint(name, pending)).content.decode()
+    assert '<section class="card narrow confirm">' in page
+    assert f'<form method="post" action="{endpoint(name, pending)}"' in page
+    assert QuotaRequest.objects.get().status == before  # GET changes nothing
 
 
 @pytest.mark.parametrize("name", ["cancel", "approve", "reject", "revoke"])

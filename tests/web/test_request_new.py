@@ -184,3 +184,15 @@ def test_it_shows_errors_raised_by_submit_as_field_errors(login, alice, data, mo
     monkeypatch.setattr(QuotaRequestForm, "clean", forms.Form.clean)
     data["gpus"] = "0"
     assert_field_error(login(alice).post(URL, data), "gpus", "Ask for at least 1 GPU.")
+
+
+def test_it_counts_the_justification_instead_of_cutting_it(login, alice, data):
+    page = login(alice).get(URL).content.decode()
+    textarea = page.split('<textarea name="justification"')[1].split(">")[0]
+    assert "maxlength" not in textarea  # a browser would drop what is pasted past it
+    assert 'data-limit="2000"' in textarea
+    assert 'id="count-justification" aria-live="polite">0 / 2,000<' in page
+    data["justification"] = "x" * 2001
+    page = login(alice).post(URL, data).content.decode()
+    assert '<span class="counter over" id="count-justification"' in page
+    assert ">2,001 / 2,000<" in page

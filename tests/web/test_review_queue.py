@@ -215,8 +215,9 @@ def test_it_keeps_query_count_flat(login, admin_user, h100, a100):
         assert response.content.decode().count('<tr id="req-') == min(2 * last, 25)
         counts.append(len(queries))
     # session, user, 2 x permissions, count, page, reservations, flavors, upcoming
-    # reservations; batch windows with their capacities (a registered source)
-    assert counts[0] == counts[1] == 11, counts
+    # reservations; the timeline's reservations, team names and pending requests;
+    # and what the registered reservation source (batch windows) reads for them
+    assert counts[0] == counts[1] == 15, counts
 
 
 def test_it_pages_the_queue(login, admin_user, vision, alice, h100):
@@ -233,7 +234,16 @@ def test_it_pages_the_queue(login, admin_user, vision, alice, h100):
 
 def test_it_refuses_an_oversized_reason(login, admin_user, pending):
     response = login(admin_user).post(
-        reverse("request_reject", args=[pending.pk]), {"reason": "x" * 1001}, follow=True
+        reverse("request_reject", args=[pending.pk]), {"reason": "x" * 2001}, follow=True
     )
-    assert b"Keep the reason to 1000 characters." in response.content
+    assert b"Keep the reason to 2,000 characters." in response.content
     assert QuotaRequest.objects.get().status == Status.PENDING
+
+
+def test_a_reason_as_long_as_a_justification_is_taken(login, admin_user, pending):
+    # One limit for what people type, here as in the API and the request form.
+    page = login(admin_user).get(URL).content.decode()
+    assert f'data-counter="count-reason-{pending.pk}"' in page
+    assert "maxlength" not in page.split(f'id="req-{pending.pk}"')[1].split("</form>")[0]
+    login(admin_user).post(reverse("request_reject", args=[pending.pk]), {"reason": "x" * 2000})
+    assert QuotaRequest.objects.get().status == Status.REJECTED

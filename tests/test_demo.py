@@ -1,0 +1,98 @@
+"""`make demo`'s runner: a process that dies is started again, with a line
+saying which and why; Ctrl-C still stops everything."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+def children(pid):
+    """{pid: command line} of the process's children."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == pid:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def worker_pid(runner):
+    workers = [
+        pid for pid, cmd in children(runner.pid).items() if "celery" in cmd and " worker" in cmd
+    ]
+    return workers[0] if len(workers) == 1 else None
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "PORTAL_KUBECONFIG", "KUBECONFIG")
+    }
+    env |= {
+        "PORT": free_port(),
+        "KUBESIM_PORT": free_port(),
+        "PORTAL_VAR_DIR": str(tmp_path),
+        "PYTHONUNBUFFERED": "1",
+    }
+    console = tmp_path / "console.txt"
+    with open(console, "w") as out:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "portal.demo"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, as a terminal gives it
+        )  # fmt: skip
+    started = []
+    try:
+        wait_for(lambda: "Press Ctrl-C to stop." in console.read_text(), timeout=180)
+        first = wait_for(lambda: worker_pid(runner), timeout=30)
+        started = list(children(runner.pid))
+        os.kill(first, signal.SIGKILL)
+        line = wait_for(
+            lambda: next((x for x in console.read_text().splitlines() if "restarting" in x), None),
+            timeout=30,
+        )
+        assert "worker killed by SIGKILL; restarting it" in line
+        second = wait_for(lambda: (pid := worker_pid(runner)) != first and pid, timeout=60)
+        assert runner.poll() is None  # the rest of the demo stayed up
+        started = list(children(runner.pid))
+
+        os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        assert runner.wait(timeout=60) == 0
+        assert [pid for pid in [second, *started] if alive(pid)] == []
+        # One restart line in all: stopping restarted nothing.
+        assert [x for x in console.read_text().splitlines() if "restarting" in x] == [line]
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+        for pid in started:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,61 @@
+"""Comments on a request, mailed to the others in the thread."""
+
+import pytest
+from django.core import mail
+from django.urls import reverse
+
+from gpu_requests.models import AuditEvent, Comment
+
+
+def post(client, req, body):
+    return client.post(reverse("request_comment", args=[req.pk]), {"body": body}, follow=True)
+
+
+def test_the_requester_comments_and_the_reviewers_hear_of_it(
+    login, alice, carol, pending, admin_user, django_capture_on_commit_callbacks
+):
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(login(alice), pending, "Could this start a day earlier?")
+    page = response.content.decode()
+    assert "Could this start a day earlier?" in page and "Comment added" in page
+    # carol manages vision; no reviewer has spoken yet, so the reviewers are told too.
+    assert [sorted(m.to) for m in mail.outbox] == [["admin@example.com", "carol@example.com"]]
+    assert "Could this start a day earlier?" in mail.outbox[0].body
+    event = AuditEvent.objects.get(action="comment")
+    assert (event.actor, event.quota_request_id) == (alice, pending.pk)
+
+
+def test_a_reviewers_reply_goes_to_the_thread_not_to_the_author(
+    login, alice, carol, pending, admin_user, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        post(login(alice), pending, "Earlier?")
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        post(login(admin_user), pending, "Yes, from Monday.")
+    assert [sorted(m.to) for m in mail.outbox] == [["alice@example.com", "carol@example.com"]]
+
+
+@pytest.mark.parametrize("who", ["bob", "charlie"])
+def test_outsiders_cannot_comment(login, request, pending, who):
+    response = login(request.getfixturevalue(who)).post(
+        reverse("request_comment", args=[pending.pk]), {"body": "hi"}
+    )
+    assert response.status_code == 404
+    assert not Comment.objects.exists()
+
+
+def test_a_plain_member_who_did_not_ask_cannot_comment(login, vision, pending):
+    from tests.factories import UserFactory, add_member
+
+    dave = add_member(vision, UserFactory(username="dave"))
+    response = login(dave).post(reverse("request_comment", args=[pending.pk]), {"body": "hi"})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("body", ["   ", "x" * 4001, "a\x00b"])
+def test_bad_comments_are_refused_with_a_message(login, alice, pending, body):
+    page = post(login(alice), pending, body).content.decode()
+    assert 'class="message error"' in page
+    assert not Comment.objects.exists()

@@ -33,13 +33,10 @@ def sync_job(self, job_id):
 @shared_task(name="batch.sync_jobs", acks_late=True)
 def sync_jobs(job_ids):
     """Several jobs' syncs in a row; one that fails is retried on its own."""
-    for job_id in job_ids:
-        try:
-            batch_cluster.sync_job(job_id)
-        except kube.TransientClusterError:
+    for job_id, result in batch_cluster.sync_jobs(job_ids).items():
+        if isinstance(result, kube.TransientClusterError):
             sync_job.apply_async((job_id,), countdown=1)
-        except kube.PermanentClusterError:
-            pass  # shown on the job's page
+        # a permanent error is shown on the job's page
 
 
 @shared_task(name="batch.watch", acks_late=True)

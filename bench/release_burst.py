@@ -13,7 +13,9 @@ planning left them. Then:
 2. portal: `release_due()` moves the N planned jobs to released in one
    transaction and queues their outbox syncs; two Celery workers apply them.
    Timed until every job's sync is done; duplicates and misses are counted from
-   kubesim's request log and the live Jobs.
+   kubesim's request log and the live Jobs. Also printed: database statements
+   per job (PostgreSQL's transaction count; each autocommit statement is one),
+   API calls per job and the messages queued, to show where the time goes.
 
 Prints the figures docs/benchmarks.md records under "Batch release burst".
 """
@@ -142,6 +144,16 @@ def main():
         released_manifests.append(batch_cluster.manifest(job))
         job.status, job.deadline_seconds = BatchJob.Status.PLANNED, None
 
+    def db_transactions():
+        if django.db.connection.vendor != "postgresql":
+            return 0
+        with django.db.connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+            )
+            return cursor.fetchone()[0]
+
     def prepare(kubeconfig):
         client = kube.Cluster(kube.load_configuration(kubeconfig), timeout=30)
         for team in teams:
@@ -185,13 +197,25 @@ def main():
         time.sleep(3)  # let the workers connect before the clock starts
         sim_requests(url, clear=True)
         done = JobSync.objects.filter(synced_generation__gte=1)
+        polls = []
+
+        def all_done():
+            polls.append(1)
+            return done.count() == len(released)
+
+        transactions_before = db_transactions()
         started = time.monotonic()
         released = batch_cluster.release_due()
         release_seconds = time.monotonic() - started
-        wait_until(lambda: done.count() == len(released), timeout=900)
+        wait_until(all_done, timeout=900)
         portal_seconds = time.monotonic() - started
+        # The workers' statements (autocommit: one transaction each), less this
+        # process's polls; PostgreSQL only, its statistics flush within a second.
+        time.sleep(1.5)
+        transactions = db_transactions() - transactions_before - len(polls) - 1
+        calls = sim_requests(url)
         job_patches = Counter(
-            r["path"] for r in sim_requests(url) if r["method"] == "PATCH" and "/jobs/" in r["path"]
+            r["path"] for r in calls if r["method"] == "PATCH" and "/jobs/" in r["path"]
         )
         live = client.list("Job", label_selector=batch_cluster.SELECTOR)
         running = sum(1 for obj in live if obj["spec"].get("suspend") is False)
@@ -212,6 +236,10 @@ def main():
         "portal_seconds": round(portal_seconds, 2),
         "release_transaction_seconds": round(release_seconds, 2),
         "portal_to_bare_ratio": round(portal_seconds / bare_seconds, 2),
+        "db_statements_per_job": round(transactions / len(jobs), 2) if transactions > 0 else None,
+        "api_calls_per_job": round(len(calls) / len(jobs), 3),
+        "api_calls_not_job_patches": len(calls) - sum(job_patches.values()),
+        "messages": -(-len(jobs) // batch_cluster.CHUNK),
         "jobs_released": len(released),
         "duplicates": sum(count - 1 for count in job_patches.values() if count > 1),
         "missed": len(jobs) - running,

@@ -15,6 +15,9 @@ user; batch release at window open is the second. The steps:
   of a worker that died runs out by itself. Returns a token, or None.
 - `finish(key, token, generation)`: done up to `generation`, lease released,
   unless the generation moved meanwhile (then go round again).
+- `claim_many(keys)` / `finish_many({key: generation}, token)`: the same for a
+  batch of units with one UPDATE each (a burst of thousands: three statements a
+  message, not three a unit).
 - `release(key, token)`: give the lease back without finishing.
 - `due()` / `sweep()`: the units marked and not done whose message was lost,
   or whose worker died, queued again (run it from beat).
@@ -22,6 +25,7 @@ user; batch release at window open is the second. The steps:
 
 import logging
 import uuid
+from collections import defaultdict
 from datetime import timedelta
 
 from django.db import IntegrityError, models, transaction
@@ -138,6 +142,21 @@ class Outbox:
         )
         return token if claimed else None
 
+    def claim_many(self, keys, now=None, *, pending=None):
+        """`claim` for several units with one UPDATE: the token they now hold (read
+        the rows back with `claim_token=token`)."""
+        now = now or timezone.now()
+        token = uuid.uuid4().hex
+        claimable = self.rows(keys).filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        if pending is not None:
+            claimable = claimable.filter(pending)
+        claimable.update(
+            claimed_until=now + timedelta(seconds=self.lease()),
+            claim_token=token,
+            last_attempt_at=now,
+        )
+        return token
+
     @staticmethod
     def newer_generation():
         """The usual `pending` for `claim`: marked since the work was last done."""
@@ -155,6 +174,25 @@ class Outbox:
             .filter(generation=generation)
             .update(**fields, synced_generation=generation, claimed_until=None, claim_token="")
         )
+
+    def finish_many(self, generations, token, **fields):
+        """`finish` for several units, {key: generation}: one UPDATE per generation,
+        then one more to release those whose generation moved meanwhile."""
+        by_generation = defaultdict(list)
+        for key, generation in generations.items():
+            by_generation[generation].append(key)
+        finished = 0
+        for generation, keys in by_generation.items():
+            finished += (
+                self.rows(keys)
+                .filter(claim_token=token, generation=generation)
+                .update(**fields, synced_generation=generation, claimed_until=None, claim_token="")
+            )
+        if finished < len(generations):
+            self.rows(generations).filter(claim_token=token).update(
+                claimed_until=None, claim_token=""
+            )
+        return finished
 
     def release(self, key, token, **fields):
         """Give the lease back (writing `fields`), done or not."""

@@ -210,3 +210,23 @@ def test_a_reclaim_of_a_job_that_does_not_tolerate_it_sends_it_back_to_the_queue
     assert job.lost_gpu_minutes >= 2
     # Back in the queue, and planned again at once into the window still open.
     assert job.status in (Status.QUEUED, Status.PLANNED)
+
+
+def test_a_burst_is_synced_with_three_queries_however_many_jobs(
+    setup, demo_flavors, cluster, django_assert_num_queries
+):
+    jobs = [
+        submit(setup, demo_flavors["l4"], name=f"shard-{n}", parallelism=1, completions=1)
+        for n in range(6)
+    ]
+    actions.replan()
+    ids = [job.pk for job in jobs]
+    assert {status_of(job) for job in jobs} == {Status.PLANNED}
+    batch_cluster.job_sync.mark_many(ids)  # wanted again, not yet queued
+
+    # One claim, one read, one finish (every row has the same generation).
+    with django_assert_num_queries(3):
+        results = batch_cluster.sync_jobs(ids)
+    assert results == dict.fromkeys(ids, "applied")
+    assert batch_cluster.sync_jobs(ids) == {}  # nothing left to do
+    assert all(cluster.get("Job", f"batch-{pk}", "vision")["spec"]["suspend"] for pk in ids)

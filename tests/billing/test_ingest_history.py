@@ -1,0 +1,152 @@
+"""A real Prometheus loaded with a known history (promtool); the ledger must
+come out exactly as the history says."""
+
+import tempfile
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from billing import actions, prometheus
+from billing.models import FlavorHour, IngestedHour, Rate, TeamUsage, WorkloadUsage
+from tests.billing import history
+from tests.billing.history import H10, H11
+from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
+
+pytestmark = pytest.mark.prometheus
+
+
+@pytest.fixture(scope="module")
+def prometheus_url():
+    require_prometheus()
+    with tempfile.TemporaryDirectory(prefix="billing-prom-") as directory:
+        load_openmetrics(history.scenario_text(), directory)
+        with running_prometheus(directory) as url:
+            yield url
+
+
+@pytest.fixture
+def metered(settings, prometheus_url, catalog, vision, nlp, alice, bob, admin_user, grant):
+    settings.PORTAL_PROMETHEUS_URL = prometheus_url
+    settings.PORTAL_BILLING_STEP = 60
+    grant(vision, catalog["h100"], 4, H10, H10 + timedelta(hours=2), alice)
+    actions.add_rate(catalog["h100"], H11, price=Decimal("5.00"), by=admin_user)
+    actions.add_rate(
+        catalog["mig"],
+        H10 - timedelta(days=30),
+        mig_parent=catalog["a100"],
+        mig_basis="compute",
+        by=admin_user,
+    )
+    return catalog
+
+
+def figures(row):
+    return (row.allocated_seconds, row.active_seconds, row.idle_seconds, row.unmetered_seconds)
+
+
+def team_rows(hour):
+    return {
+        (row.team.slug, row.flavor.slug): row
+        for row in TeamUsage.objects.filter(hour=hour).select_related("team", "flavor")
+    }
+
+
+def test_it_meters_an_hour_exactly(metered, vision, nlp):
+    assert actions.ingest_hour(H10) is True
+    rows = team_rows(H10)
+    assert set(rows) == {
+        ("vision", "h100"),
+        ("vision", "a100"),
+        ("nlp", "a100-3g"),
+        ("nlp", "t4-shared"),
+    }
+    # 2 GPUs from 10:30: half the hour. gpu0 busy; gpu1 at exactly 5 % for 15
+    # minutes (active), then 4 % (idle).
+    assert figures(rows["vision", "h100"]) == (3600, 1800 + 900, 900, 0)
+    assert rows["vision", "h100"].reserved_seconds == 4 * 3600
+    assert rows["vision", "h100"].reserved_unallocated_seconds == 4 * 3600 - 3600
+    # Idle all hour but ten minutes without samples: those are unmetered.
+    assert figures(rows["vision", "a100"]) == (3600, 0, 3000, 600)
+    # MIG: active by the profiling field (GPU_UTIL reads 0 there).
+    assert figures(rows["nlp", "a100-3g"]) == (3600, 3600, 0, 0)
+    # Two pods share one T4 for half an hour: two shares, each counted once.
+    assert figures(rows["nlp", "t4-shared"]) == (3600, 3600, 0, 0)
+
+    # Prices: catalog before the change at 11:00; MIG as 3/7 of the A100.
+    assert rows["vision", "h100"].price == Decimal("4.0000")
+    assert rows["nlp", "a100-3g"].price == Decimal("1.2000")
+
+
+def test_the_next_hour_has_the_rest_of_the_pod_at_the_new_price(metered):
+    actions.ingest_hour(H11)
+    rows = team_rows(H11)
+    h100 = rows["vision", "h100"]
+    assert figures(h100) == (2 * 900, 900, 900, 0)
+    assert h100.price == Decimal("5.0000")
+    assert h100.reserved_unallocated_seconds == 4 * 3600 - 1800
+
+
+def test_workloads_carry_activity_and_peak_memory(metered):
+    actions.ingest_hour(H10)
+    loads = {
+        (row.namespace, row.kind, row.name): row for row in WorkloadUsage.objects.filter(hour=H10)
+    }
+    assert set(loads) == {
+        ("vision", "Job", "train"),
+        ("vision", "Pod", "notebook"),
+        ("nlp", "Job", "mig-job"),
+        ("nlp", "Job", "shared"),
+    }
+    train = loads["vision", "Job", "train"]
+    assert train.gpus == 2 and train.fb_peak_mib == 70000
+    assert train.activity_mean == pytest.approx((30 * 0.9 + 15 * 0.05 + 15 * 0.04) / 60)
+    notebook = loads["vision", "Pod", "notebook"]
+    assert figures(notebook) == (3600, 0, 3000, 600)
+    assert notebook.activity_mean == 0
+
+
+def test_the_platform_line_accounts_for_every_gpu_hour(metered):
+    actions.ingest_hour(H10)
+    h100 = FlavorHour.objects.get(hour=H10, flavor__slug="h100")
+    assert h100.capacity_seconds == 8 * 3600
+    assert h100.other_allocated_seconds == 600  # kube-system's ten minutes
+    assert (
+        h100.team_allocated_seconds
+        + h100.team_reserved_unallocated_seconds
+        + h100.other_allocated_seconds
+        + h100.batch_set_aside_unused_seconds
+        + h100.unreserved_seconds
+    ) == h100.capacity_seconds
+    assert h100.unreserved_seconds == 8 * 3600 - 4 * 3600 - 600
+
+
+def test_reingesting_changes_nothing(metered):
+    assert actions.ingest_hour(H10) is True
+    before = list(TeamUsage.objects.filter(hour=H10).order_by("pk").values())
+    assert actions.ingest_hour(H10) is False
+    assert list(TeamUsage.objects.filter(hour=H10).order_by("pk").values()) == before
+    assert IngestedHour.objects.get(hour=H10).attempts == 2
+
+
+def test_an_outage_leaves_the_hour_pending_then_fills_it(metered, settings, prometheus_url):
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9"  # nothing listens there
+    with pytest.raises(prometheus.PrometheusUnavailable):
+        actions.ingest_hour(H10)
+    state = IngestedHour.objects.get(hour=H10)
+    assert state.status == IngestedHour.Status.PENDING
+    assert "unreachable" in state.last_error
+    assert not TeamUsage.objects.filter(hour=H10).exists()
+
+    settings.PORTAL_PROMETHEUS_URL = prometheus_url
+    # The beat's next run: the day before it was pending too (a fresh install).
+    assert actions.ingest_closed_hours(now=H10 + timedelta(hours=1, minutes=11)) == 24
+    assert IngestedHour.objects.get(hour=H10).status == IngestedHour.Status.DONE
+    assert TeamUsage.objects.filter(hour=H10).count() == 4
+
+
+def test_a_rate_added_later_reprices_the_hours_it_covers(metered, admin_user):
+    actions.ingest_hour(H10)
+    actions.add_rate(metered["h100"], H10, price=Decimal("4.50"), by=admin_user)
+    assert TeamUsage.objects.get(hour=H10, flavor__slug="h100").price == Decimal("4.5000")
+    assert Rate.objects.filter(flavor=metered["h100"]).count() == 2

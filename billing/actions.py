@@ -53,12 +53,12 @@ def check_hour(moment, name="hour"):
 # --- who is who ---
 
 
-def teams_by_namespace():
+def teams_by_namespace(teams=None):
     """{namespace: team id} by the portal's own namespace naming (one query)."""
     prefix = settings.PORTAL_NAMESPACE_PREFIX
+    teams = Team.objects.all() if teams is None else teams
     return {
-        namespace_name(slug, prefix): team_id
-        for team_id, slug in Team.objects.values_list("pk", "slug")
+        namespace_name(slug, prefix): team_id for team_id, slug in teams.values_list("pk", "slug")
     }
 
 

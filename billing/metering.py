@@ -22,7 +22,7 @@ from django.conf import settings
 from billing import prometheus
 from gpu_requests.models import Flavor
 
-HISTOGRAM_BANDS = 20  # 5 % each
+HISTOGRAM_BANDS = 100  # 1 % each
 
 
 def sanitize(resource_name):
@@ -106,7 +106,7 @@ class Workload(Figures):
     gpus: int = 0
     activity_total: float = 0.0
     samples: int = 0
-    histogram: list = field(default_factory=lambda: [0] * HISTOGRAM_BANDS)
+    histogram: dict = field(default_factory=dict)  # band (str) -> metered device-steps
     fb_peak: float | None = None
 
     @property
@@ -251,8 +251,8 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
             for reading in readings:
                 load.activity_total += reading
                 load.samples += 1
-                band = min(int(max(reading, 0.0) * HISTOGRAM_BANDS), HISTOGRAM_BANDS - 1)
-                load.histogram[band] += 1
+                band = str(activity_band(reading))
+                load.histogram[band] = load.histogram.get(band, 0) + 1
             used = [values[timestamp] for _, _, values in memories if timestamp in values]
             if used:
                 load.fb_peak = max(load.fb_peak or 0.0, max(used))
@@ -265,15 +265,27 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
     return Measured(dict(team), dict(workload), dict(other), dict(capacity))
 
 
+def activity_band(reading):
+    return min(int(max(reading, 0.0) * HISTOGRAM_BANDS), HISTOGRAM_BANDS - 1)
+
+
+def merge_histograms(histograms):
+    merged = {}
+    for histogram in histograms:
+        for band, count in (histogram or {}).items():
+            merged[int(band)] = merged.get(int(band), 0) + count
+    return merged
+
+
 def histogram_percentile(histogram, fraction):
-    """Upper edge (0-1) of the band holding the `fraction` quantile of samples."""
-    total = sum(histogram)
+    """Upper edge (0-1) of the 1 % band holding the `fraction` quantile of samples."""
+    total = sum(histogram.values())
     if not total:
         return None
     needed = fraction * total
     running = 0
-    for band, count in enumerate(histogram):
-        running += count
+    for band in sorted(histogram):
+        running += histogram[band]
         if running >= needed:
-            return (band + 1) / len(histogram)
+            return (band + 1) / HISTOGRAM_BANDS
     return 1.0

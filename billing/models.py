@@ -179,8 +179,8 @@ class WorkloadUsage(UsageFigures):
     name = models.CharField(max_length=253)
     gpus = models.PositiveIntegerField(default=0, help_text="Most devices held at once.")
     activity_mean = models.FloatField(null=True)
-    # Metered device-steps per 5 % band of engine activity: p95 over any span.
-    activity_histogram = models.JSONField(default=list)
+    # Metered device-steps per 1 % band of engine activity ({"12": 60}): p95 over any span.
+    activity_histogram = models.JSONField(default=dict)
     fb_peak_mib = models.PositiveIntegerField(null=True)
 
     class Meta:

@@ -55,8 +55,8 @@ def team_usage(rows, group_by, mode=None):
     return rows.values(*GROUPS[group_by]).annotate(**team_figures(mode)).order_by(*GROUPS[group_by])
 
 
-def workload_usage(rows):
-    keys = ("namespace", "kind", "name", "flavor__slug", "flavor__name")
+def workload_usage(rows, extra=()):
+    keys = (*extra, "namespace", "kind", "name", "flavor__slug", "flavor__name")
     return rows.values(*keys).annotate(**workload_figures()).order_by("-idle_cost", *keys)
 
 

@@ -95,8 +95,9 @@ def main():
 
     from django.utils import timezone
 
+    from cluster import kube
     from gpu_requests.models import Flavor, QuotaRequest, Team
-    from provisioning import actions, desired, kube
+    from provisioning import actions, desired
     from provisioning.models import TeamSync
 
     flavor = Flavor.objects.create(

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import emails
+from gpu_requests import emails, hooks
 from gpu_requests.models import (
     AuditEvent,
     Flavor,
@@ -25,6 +25,7 @@ from gpu_requests.models import (
 )
 
 Status = QuotaRequest.Status
+Action = AuditEvent.Action
 
 # A request may start this far in the past: "now" typed into a form is a
 # few seconds old by the time it is submitted.
@@ -72,9 +73,8 @@ def can_cancel(user, quota_request):
 
 
 def is_archived(team):
-    """An archived team (provisioning keeps the record) asks for and gets no more quota."""
-    sync = getattr(team, "sync", None)  # one query, then cached on the team
-    return sync is not None and sync.archived_at is not None
+    """An archived team asks for and gets no more quota."""
+    return team.archived_at is not None
 
 
 def capacity_of(flavor):
@@ -82,13 +82,13 @@ def capacity_of(flavor):
 
 
 def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):
-    return AuditEvent.objects.create(
+    return AuditEvent.record(
         team_id=quota_request.team_id,
-        quota_request=quota_request,
-        actor=actor,
+        subject=quota_request,
         action=action,
         from_status=from_status,
         to_status=to_status,
+        actor=actor,
         reason=reason,
     )
 
@@ -108,7 +108,7 @@ def _illegal(quota_request, allowed_from, action):
     allowed = " or ".join(Status(s).label.lower() for s in allowed_from)
     return IllegalTransition(
         f"Request #{quota_request.pk} is {Status(quota_request.status).label.lower()}; "
-        f"only {allowed} requests can be {action_past_tense(action)}."
+        f"only {allowed} requests can be {Action(action).label.lower()}."
     )
 
 
@@ -136,26 +136,8 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason="", not
     # Only a change of reserved quota concerns the cluster: a rejected or
     # cancelled request leaves it as it was.
     if notify and (from_status in QuotaRequest.RESERVING or to in QuotaRequest.RESERVING):
-        transaction.on_commit(lambda: quota_changed(quota_request.team_id))
+        hooks.quota_changed(quota_request.team_id)
     return event
-
-
-def action_past_tense(action):
-    return {
-        "approve": "approved",
-        "reject": "rejected",
-        "cancel": "cancelled",
-        "revoke": "revoked",
-        "activate": "activated",
-        "expire": "expired",
-    }[action]
-
-
-def quota_changed(team_id):
-    """Hook for what follows a change of a team's reserved quota (provisioning)."""
-    from provisioning.actions import team_changed  # provisioning imports this module
-
-    team_changed(team_id)
 
 
 def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, by, now=None):
@@ -218,7 +200,7 @@ def submit(*, team, flavor, gpus, starts_at, ends_at, justification, by):
         requested_by=by,
         estimated_cost=cost,
     )
-    _record(quota_request, action="submit", from_status="", to_status=Status.PENDING, actor=by)
+    _record(quota_request, action=Action.SUBMIT, from_status="", to_status=Status.PENDING, actor=by)
     # robust: a mail server that is down is logged, and does not undo or
     # hide a request that is already saved.
     transaction.on_commit(lambda: emails.send_new_request(quota_request.pk), robust=True)
@@ -235,7 +217,7 @@ def approve(quota_request, *, by, reason=""):
     flavor = Flavor.objects.select_for_update().get(pk=quota_request.flavor_id)
     quota_request.flavor = flavor
     if _locked_status(quota_request) != Status.PENDING:
-        raise _illegal(quota_request, [Status.PENDING], "approve")
+        raise _illegal(quota_request, [Status.PENDING], Action.APPROVE)
     if quota_request.ends_at is not None and quota_request.ends_at <= now:
         raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
     if is_archived(quota_request.team):
@@ -250,7 +232,7 @@ def approve(quota_request, *, by, reason=""):
         quota_request,
         to=Status.APPROVED,
         allowed_from=[Status.PENDING],
-        action="approve",
+        action=Action.APPROVE,
         actor=by,
         reason=reason,
     )
@@ -261,7 +243,7 @@ def approve(quota_request, *, by, reason=""):
             quota_request,
             to=Status.ACTIVE,
             allowed_from=[Status.APPROVED],
-            action="activate",
+            action=Action.ACTIVATE,
             notify=False,
         )
     return quota_request
@@ -275,7 +257,7 @@ def reject(quota_request, *, by, reason=""):
         quota_request,
         to=Status.REJECTED,
         allowed_from=[Status.PENDING],
-        action="reject",
+        action=Action.REJECT,
         actor=by,
         reason=reason,
     )
@@ -291,7 +273,7 @@ def cancel(quota_request, *, by, reason=""):
         quota_request,
         to=Status.CANCELLED,
         allowed_from=[Status.PENDING],
-        action="cancel",
+        action=Action.CANCEL,
         actor=by,
         reason=reason,
     )
@@ -306,7 +288,7 @@ def revoke(quota_request, *, by, reason=""):
         quota_request,
         to=Status.REVOKED,
         allowed_from=list(QuotaRequest.RESERVING),
-        action="revoke",
+        action=Action.REVOKE,
         actor=by,
         reason=reason,
     )
@@ -316,14 +298,17 @@ def revoke(quota_request, *, by, reason=""):
 
 @transaction.atomic
 def activate(quota_request):
-    _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action="activate")
+    _move(quota_request, to=Status.ACTIVE, allowed_from=[Status.APPROVED], action=Action.ACTIVATE)
     return quota_request
 
 
 @transaction.atomic
 def expire(quota_request):
     _move(
-        quota_request, to=Status.EXPIRED, allowed_from=list(QuotaRequest.RESERVING), action="expire"
+        quota_request,
+        to=Status.EXPIRED,
+        allowed_from=list(QuotaRequest.RESERVING),
+        action=Action.EXPIRE,
     )
     return quota_request
 
@@ -351,6 +336,23 @@ def advance_lifecycle(now=None):
         except IllegalTransition:
             pass
     return moved
+
+
+@transaction.atomic
+def archive_team(team, *, by, reason="Team archived"):
+    """Revoke the team's reserved quota and take no more; its namespace and data stay."""
+    if not can_review(by):
+        raise NotAllowed("Only platform admins can archive teams.")
+    now = timezone.now()
+    if not Team.objects.filter(pk=team.pk, archived_at__isnull=True).update(archived_at=now):
+        raise IllegalTransition(f"{team.name} is already archived.")
+    team.archived_at = now
+    for quota_request in QuotaRequest.objects.reserving().filter(team=team):
+        revoke(quota_request, by=by, reason=reason)
+    AuditEvent.record(team_id=team.pk, action=Action.ARCHIVE, actor=by, reason=reason)
+    # Even with nothing to revoke, the team's cap on the cluster drops to zero.
+    hooks.quota_changed(team.pk)
+    return team
 
 
 def teams_for(user):

@@ -1,9 +1,7 @@
 from django.contrib import admin, messages
 
-from gpu_requests import actions
+from gpu_requests import actions, hooks
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
-from provisioning import actions as provisioning_actions
-from provisioning.models import TeamSync
 
 
 class MembershipInline(admin.TabularInline):
@@ -21,15 +19,13 @@ class TeamAdmin(admin.ModelAdmin):
 
     @admin.display(description="Cluster")
     def cluster_sync(self, team):
-        sync = getattr(team, "sync", None)
-        if sync is None:
-            return "Not provisioned yet"
-        label = sync.get_status_display()
-        if sync.is_failing and sync.last_error:
-            label = f"{label}: {sync.last_error}"
-        if sync.namespace_deleted_at:
+        record = team.sync_record
+        label = team.sync_status.label
+        if record is not None and record.is_failing and record.last_error:
+            label = f"{label}: {record.last_error}"
+        if record is not None and record.namespace_deleted_at:
             return f"{label} (archived, namespace deleted)"
-        return f"{label} (archived)" if sync.archived_at else label
+        return f"{label} (archived)" if team.is_archived else label
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
@@ -38,16 +34,8 @@ class TeamAdmin(admin.ModelAdmin):
             for formset in formsets
             if formset.model is Membership
         )
-        if memberships_changed and self._on_cluster(form.instance):
-            # In "users" mode the members are the RoleBinding's subjects: re-sync
-            # now rather than at the sweep's digest check.
-            provisioning_actions.team_changed(form.instance.pk)
-
-    @staticmethod
-    def _on_cluster(team):
-        # A team not on the cluster yet gets its members with its first quota;
-        # marking it here would create a namespace for a team without any. One query.
-        return TeamSync.objects.filter(team=team, namespace_deleted_at__isnull=True).exists()
+        if memberships_changed:
+            hooks.members_changed(form.instance.pk)
 
 
 @admin.register(Flavor)
@@ -84,8 +72,10 @@ class AuditEventInline(admin.TabularInline):
         return False
 
 
-def _transition(action, label):
+def _transition(action):
     """An admin bulk action that goes through `actions.<action>` for each request."""
+    action = str(action)
+    label = AuditEvent.label_of(action).lower()
 
     def run(modeladmin, request, queryset):
         done = 0
@@ -114,9 +104,9 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     readonly_fields = [field.name for field in QuotaRequest._meta.fields]
     inlines = [AuditEventInline]
     actions = [
-        _transition("approve", "approved"),
-        _transition("reject", "rejected"),
-        _transition("revoke", "revoked"),
+        _transition(AuditEvent.Action.APPROVE),
+        _transition(AuditEvent.Action.REJECT),
+        _transition(AuditEvent.Action.REVOKE),
     ]
 
     def has_add_permission(self, request):

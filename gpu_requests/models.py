@@ -2,6 +2,8 @@ from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
 from django.core.validators import MaxLengthValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, OuterRef, Q, Subquery, Sum
@@ -21,6 +23,19 @@ resource_name_validator = RegexValidator(
 )
 
 
+class SyncStatus(models.TextChoices):
+    """How far a team's namespace on the cluster is from what the portal wants.
+
+    The one vocabulary for it: the cluster layer keeps the record (a row per
+    team, reached here as `team.sync`); a team without one was never synced.
+    """
+
+    NOT_PROVISIONED = "not_provisioned", "Not provisioned yet"
+    IN_SYNC = "in_sync", "In sync"
+    PENDING = "pending", "Pending"
+    FAILING = "failing", "Failing"
+
+
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
@@ -28,12 +43,29 @@ class Team(models.Model):
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Archived teams ask for and get no quota; set by `actions.archive_team`.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self):
         return self.name
+
+    @property
+    def is_archived(self):
+        return self.archived_at is not None
+
+    @property
+    def sync_record(self):
+        """The team's sync row kept by the layer above, or None (a query unless
+        `sync` was selected with the team)."""
+        return getattr(self, "sync", None)
+
+    @property
+    def sync_status(self):
+        record = self.sync_record
+        return SyncStatus.NOT_PROVISIONED if record is None else SyncStatus(record.status)
 
 
 class Membership(models.Model):
@@ -84,9 +116,24 @@ class Flavor(models.Model):
     def __str__(self):
         return self.name
 
-    def shares_resource_with(self):
-        """Other flavors a single quota key cannot tell apart from this one."""
-        return Flavor.objects.filter(resource_name=self.resource_name).exclude(pk=self.pk)
+    def shares_resource_with(self, flavors=None):
+        """The other flavors of `flavors` (default: the whole catalog, one query)
+        that a single quota key cannot tell apart from this one."""
+        flavors = Flavor.objects.all() if flavors is None else flavors
+        group = shared_resource_names(flavors).get(self.resource_name, [])
+        return [flavor for flavor in group if flavor != self]
+
+
+def shared_resource_names(flavors):
+    """{resource name: [flavors]} for each resource name that several of `flavors` use.
+
+    A quota caps a resource name, not a flavor: flavors sharing one share a cap,
+    and only node selectors keep their jobs apart.
+    """
+    by_resource = {}
+    for flavor in flavors:
+        by_resource.setdefault(flavor.resource_name, []).append(flavor)
+    return {name: group for name, group in by_resource.items() if len(group) > 1}
 
 
 def estimate_cost(gpus, starts_at, ends_at, price_per_gpu_hour):
@@ -203,8 +250,47 @@ class QuotaRequest(models.Model):
         return self.status == self.Status.PENDING
 
 
+def audit_actions():
+    """Every audit action: ours, then those other apps add with `register_audit_actions`.
+
+    A callable, so an app adding actions changes no migration of this one.
+    """
+    return [choice for actions in _audit_action_sets for choice in actions.choices]
+
+
+def register_audit_actions(choices):
+    """Add an app's own audit actions (a TextChoices whose labels read as past
+    tense: "Released"); call it at import of the app's models module."""
+    if choices in _audit_action_sets:
+        return choices
+    clash = set(choices.values) & {value for value, _ in audit_actions()}
+    if clash:
+        raise ValueError(f"audit actions {sorted(clash)} are already registered")
+    _audit_action_sets.append(choices)
+    return choices
+
+
 class AuditEvent(models.Model):
-    """Append-only history: who changed what, when, from which status to which."""
+    """Append-only history: who changed what, when, from which status to which.
+
+    Every event belongs to a team. Its subject is a quota request
+    (`quota_request`, kept with PROTECT so the history outlives nothing), any
+    other object (`subject`, generic: a batch job, a namespace), or none (a
+    team-level event such as an archive).
+    """
+
+    class Action(models.TextChoices):
+        SUBMIT = "submit", "Submitted"
+        APPROVE = "approve", "Approved"
+        REJECT = "reject", "Rejected"
+        CANCEL = "cancel", "Cancelled"
+        REVOKE = "revoke", "Revoked"
+        ACTIVATE = "activate", "Activated"
+        EXPIRE = "expire", "Expired"
+        ARCHIVE = "archive", "Archived"
+        SYNC_FAILED = "sync_failed", "Sync failed"
+        DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
+        DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
     quota_request = models.ForeignKey(
@@ -217,7 +303,12 @@ class AuditEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
-    action = models.CharField(max_length=32)
+    subject_type = models.ForeignKey(
+        ContentType, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    subject_id = models.CharField(max_length=64, blank=True)
+    subject = GenericForeignKey("subject_type", "subject_id")
+    action = models.CharField(max_length=32, choices=audit_actions)
     from_status = models.CharField(max_length=16, blank=True)
     to_status = models.CharField(max_length=16, blank=True)
     reason = models.TextField(blank=True)
@@ -225,7 +316,27 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["subject_type", "subject_id"])]
 
     def __str__(self):
         who = self.actor or "system"
         return f"{self.created_at:%Y-%m-%d %H:%M} {who} {self.action}"
+
+    @classmethod
+    def label_of(cls, action):
+        """The past-tense word for an action ("Approved"), whichever app defined it."""
+        return dict(audit_actions()).get(action, action)
+
+    @classmethod
+    def record(cls, *, team_id, action, subject=None, actor=None, reason="", **statuses):
+        """Append one event; `subject` is any saved model instance (or a quota request)."""
+        if isinstance(subject, QuotaRequest):
+            statuses["quota_request"] = subject
+        elif subject is not None:
+            statuses["subject"] = subject
+        return cls.objects.create(
+            team_id=team_id, action=action, actor=actor, reason=reason, **statuses
+        )
+
+
+_audit_action_sets = [AuditEvent.Action]

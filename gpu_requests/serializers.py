@@ -7,24 +7,20 @@ from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
-from provisioning.models import TeamSync, sync_status
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, SyncStatus, Team
 
 # Caps on strings the models leave unbounded, so a client cannot make us
 # store (or look up) megabytes.
 MAX_REASON = 2000
 
 
-# A team without a TeamSync row has never been synced. Named in the schema by
-# SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]: it would collide with requests' `status`.
-SYNC_STATUS_CHOICES = [*TeamSync.Status.choices, ("not_provisioned", "Not provisioned yet")]
-
-
 class TeamSyncSerializer(serializers.Serializer):
     """How far the team's namespace on the cluster is from what the portal wants."""
 
     status = serializers.ChoiceField(
-        choices=SYNC_STATUS_CHOICES,
+        # Named in the schema by SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]:
+        # it would collide with requests' `status`.
+        choices=SyncStatus.choices,
         help_text="`not_provisioned`: the portal has not created the team's namespace yet. "
         "A failing team stays failing, with its last error, until a sync succeeds.",
     )
@@ -43,7 +39,18 @@ class TeamSyncSerializer(serializers.Serializer):
 
     def to_representation(self, team):
         # No query when the caller selected `sync` with the team.
-        return super().to_representation(sync_status(team))
+        record = team.sync_record
+        return super().to_representation(
+            {
+                "status": team.sync_status,
+                "last_error": (record and record.last_error) or None,
+                "last_error_status": record and record.last_error_status,
+                "last_error_at": record and record.last_error_at,
+                "last_synced_at": record and record.last_synced_at,
+                "archived": team.is_archived,
+                "namespace_deleted": bool(record and record.namespace_deleted_at),
+            }
+        )
 
 
 class TeamSerializer(serializers.ModelSerializer):

@@ -67,7 +67,6 @@ def dashboard(request):
     panels = [
         {
             "team": team,
-            "sync": getattr(team, "sync", None),
             "quota": quota.get(team.pk, []),
             "pending": pending[team.pk],
             "recent": recent[team.pk],
@@ -92,9 +91,6 @@ def _quota_by_team(team_ids, now):
     Two queries (reservations, the catalog) however many teams and requests.
     """
     flavors = {flavor.pk: flavor for flavor in Flavor.objects.all()}
-    sharing = defaultdict(list)
-    for flavor in flavors.values():
-        sharing[flavor.resource_name].append(flavor)
     held = defaultdict(list)
     for r in capacity.reservations(flavors, now, now + HORIZON, team_ids=team_ids):
         held[r.team_id, r.flavor_id].append(r)
@@ -114,7 +110,7 @@ def _quota_by_team(team_ids, now):
                 "request_ids": sorted(r.pk for r in rows),
                 "until": None if None in ends else max(ends),
                 "spend_per_day": gpus_now * flavor.price_per_gpu_hour * 24,
-                "shares_with": [f for f in sharing[flavor.resource_name] if f.pk != flavor_id],
+                "shares_with": flavor.shares_resource_with(flavors.values()),
             }
         )
     return result
@@ -181,12 +177,9 @@ def request_detail(request, pk):
         "can_decide": pending and reviewer,
         "can_revoke": reviewer and quota_request.status in QuotaRequest.RESERVING,
         "capacity": capacity.capacity_view(quota_request) if reviewer and pending else None,
-        "shares_with": list(quota_request.flavor.shares_resource_with()),
+        "shares_with": quota_request.flavor.shares_resource_with(),
     }
     return render(request, "gpu_requests/request_detail.html", context)
-
-
-DONE = {"approve": "approved", "reject": "rejected", "cancel": "cancelled", "revoke": "revoked"}
 
 
 def _act(request, pk, action):
@@ -206,7 +199,10 @@ def _act(request, pk, action):
         except actions.ActionError as exc:
             level, text = messages.ERROR, str(exc)
         else:
-            level, text = messages.SUCCESS, f"Request #{quota_request.pk} {DONE[action]}."
+            level, text = (
+                messages.SUCCESS,
+                f"Request #{quota_request.pk} {AuditEvent.label_of(action).lower()}.",
+            )
     if request.htmx:
         return _review_row_response(request, quota_request.pk, level, text, flavor_id)
     messages.add_message(request, level, text)
@@ -268,11 +264,7 @@ def _upcoming():
     flavors = list(Flavor.objects.filter(is_active=True))
     outlook = capacity.daily_peaks(flavors, today, days=HORIZON.days)
     for row in outlook:
-        row["shares_with"] = [
-            f
-            for f in flavors
-            if f.resource_name == row["flavor"].resource_name and f != row["flavor"]
-        ]
+        row["shares_with"] = row["flavor"].shares_resource_with(flavors)
     return {
         "upcoming": outlook,
         "horizon_days": HORIZON.days,

@@ -4,6 +4,7 @@ import argparse
 import signal
 import sys
 
+from . import ksm
 from .app import DEFAULT_CLUSTER, KubeSim
 
 
@@ -24,7 +25,26 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--bare", action="store_true", help="API server only: no nodes, controllers or quota"
     )
+    parser.add_argument(
+        "--dcgm-file-sd",
+        metavar="PATH",
+        help="keep a Prometheus file_sd JSON of the per-node DCGM targets at PATH",
+    )
+    parser.add_argument(
+        "--metric-labels-allowlist",
+        metavar="LIST",
+        help="kube-state-metrics' allowlist, e.g. 'pods=[gpu-portal.io/team],nodes=[*]' "
+        "(default: the portal's labels and GPU Feature Discovery's)",
+    )
     args = parser.parse_args(argv)
+    allowlist = None
+    if args.metric_labels_allowlist is not None:
+        try:
+            allowlist = ksm.parse_allowlist(args.metric_labels_allowlist)
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.bare and (args.dcgm_file_sd or allowlist is not None):
+        parser.error("--dcgm-file-sd and --metric-labels-allowlist need the control plane")
 
     sim = KubeSim.from_cluster_file(
         args.cluster, speed=args.speed, state=args.state, control_plane=not args.bare
@@ -32,6 +52,10 @@ def main(argv=None) -> int:
     # SIGTERM exits through the same path as Ctrl-C so the state gets saved.
     signal.signal(signal.SIGTERM, _interrupt)
     sim.start(args.port, args.host)
+    if allowlist is not None:
+        sim.control_plane.ksm_allowlist = allowlist
+    if args.dcgm_file_sd:
+        sim.control_plane.keep_file_sd(args.dcgm_file_sd, f"{args.host}:{sim.port}")
     if args.kubeconfig:
         sim.write_kubeconfig(args.kubeconfig)
     print(f"kubesim listening on {sim.url}", flush=True)

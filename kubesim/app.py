@@ -24,6 +24,8 @@ class KubeSim:
         self.faults = Faults()
         self.request_log: collections.deque = collections.deque(maxlen=request_log_size)
         self.metrics_provider = None  # Callable[[], str]: Prometheus text for GET /metrics
+        # Callable[[path, address], (text, content type) | None] for GET /metrics/<path>
+        self.metrics_pages = None
         self.controllers: list = []  # objects with start()/stop(), run while the server runs
         self.stopping = threading.Event()
         self.kubeconfig_path: str | None = None

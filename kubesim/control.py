@@ -12,14 +12,17 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import json
 import logging
+import os
 import random
 import threading
 import time
 from pathlib import Path
 
-from kubesim import cluster, dcgm, jobs, kubelet, quota, scheduler
+from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler
 from kubesim.errors import AlreadyExists, ApiError, Forbidden, NotFound
+from kubesim.exposition import TEXT_CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ def install(sim, cluster_path: str | Path | None = None) -> ControlPlane:
     plane.install_admission()
     sim.controllers.append(plane)
     sim.metrics_provider = plane.metrics
+    sim.metrics_pages = plane.metrics_page
     sim.control_plane = plane
     return plane
 
@@ -57,6 +61,11 @@ class ControlPlane:
         self._events: dict[tuple, str] = {}  # (uid, type, reason, message) -> event name
         self._event_ids = itertools.count(1)
         self._random = random.Random()
+        self.energy = dcgm.EnergyMeter()
+        # --metric-labels-allowlist of the simulated kube-state-metrics.
+        self.ksm_allowlist = ksm.DEFAULT_ALLOWLIST
+        self._file_sd: tuple[str, str] | None = None  # (path, address) to keep current
+        self._file_sd_dirty = False
         store.subscribe(self._on_change)
 
     # --- lifecycle ---
@@ -93,6 +102,8 @@ class ControlPlane:
         frees = resource == "pods" and _frees_resources(event_type, obj)
         if resource == "nodes" or frees:
             self._schedule_all = True
+        if resource == "nodes" and self._file_sd:
+            self._file_sd_dirty = True
         if namespace and (frees or resource == "resourcequotas"):
             self._room_namespaces.add(namespace)
         if resource in ("pods", "jobs", "nodes"):
@@ -163,6 +174,9 @@ class ControlPlane:
 
     def sync(self) -> None:
         """One pass of every controller."""
+        if self._file_sd_dirty:
+            self._file_sd_dirty = False
+            self._write_file_sd()
         self.sync_quotas()
         pods, _ = self.store.list_refs("pods")
         self.sync_jobs(pods)
@@ -435,10 +449,53 @@ class ControlPlane:
     # --- outputs ---
 
     def metrics(self) -> str:
-        """DCGM exporter text for GET /metrics."""
+        """DCGM exporter text of every GPU node, for GET /metrics."""
         nodes, _ = self.store.list_refs("nodes")
         pods, _ = self.store.list_refs("pods")
-        return dcgm.render(nodes, pods, self.clock.now())
+        return dcgm.render(nodes, pods, self.clock.now(), meter=self.energy)
+
+    def metrics_page(self, path: str, address: str) -> tuple[str, str] | None:
+        """GET /metrics/<path>: `kube-state-metrics`, `dcgm/{node}` (the exporter pod of
+        one node) or `dcgm-targets.json`; None for anything else (404)."""
+        if path == "kube-state-metrics":
+            objects = {
+                resource: self.store.list_refs(resource)[0] for resource in ksm.ROWS_BY_RESOURCE
+            }
+            return ksm.render_objects(objects, self.ksm_allowlist), TEXT_CONTENT_TYPE
+        if path == "dcgm-targets.json":
+            return json.dumps(self.dcgm_targets(address), indent=2), "application/json"
+        if path.startswith("dcgm/"):
+            try:
+                node = self.store.get_ref("nodes", None, path[len("dcgm/") :])
+            except NotFound:
+                return None
+            if not dcgm.is_exporter_node(node):
+                return None
+            pods, _ = self.store.list_refs("pods")
+            return dcgm.render_node(node, pods, self.clock.now(), self.energy), TEXT_CONTENT_TYPE
+        return None
+
+    def dcgm_targets(self, address: str) -> list[dict]:
+        return dcgm.file_sd_targets(self.store.list_refs("nodes")[0], address)
+
+    def keep_file_sd(self, path: str, address: str) -> None:
+        """Write the DCGM targets to `path` for Prometheus' file_sd_configs now, and again
+        whenever nodes come or go (Prometheus re-reads the file on change)."""
+        self._file_sd = (path, address)
+        self._write_file_sd()
+
+    def _write_file_sd(self) -> None:
+        if not self._file_sd:
+            return
+        path, address = self._file_sd
+        text = json.dumps(self.dcgm_targets(address), indent=2) + "\n"
+        with contextlib.suppress(FileNotFoundError), open(path) as handle:
+            if handle.read() == text:
+                return
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)  # atomic: Prometheus never reads half a file
 
     def pod_log(self, namespace: str, name: str) -> str:
         with self.store.lock:

@@ -1,32 +1,116 @@
-"""DCGM exporter text for every simulated GPU and MIG instance (pure).
+"""DCGM exporter text for every simulated GPU and MIG instance (pure, but for the
+energy counter, which integrates power over time in an `EnergyMeter`).
 
 The output follows dcgm-exporter: `# HELP` / `# TYPE` per metric, one sample per
-device with the labels gpu, UUID, pci_bus_id, device, modelName, Hostname (MIG adds
-GPU_I_PROFILE and GPU_I_ID) and, for a device a pod holds, namespace/pod/container.
+device with the labels gpu, UUID, pci_bus_id, device, modelName (MIG adds
+GPU_I_PROFILE and GPU_I_ID), Hostname, DCGM_FI_DRIVER_VERSION and, for a device a pod
+holds, container/namespace/pod. Values are printed as the exporter prints them:
+integer fields with `%d`, double fields with `%f` (`0.912000`).
+
+The exporter runs as a DaemonSet, one target per GPU node: `render_node` is the page
+of one node (`/metrics/dcgm/{node}`), `render` the pages of all nodes together
+(`/metrics`, kept for existing users).
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from dataclasses import dataclass
 from datetime import datetime
 
-from kubesim import kubelet
+from kubesim import exposition, kubelet
 from kubesim.cluster import GPU_MODELS, Device, node_devices
+from kubesim.exposition import Family
 from kubesim.scheduler import held_device_keys
 
 DRIVER_VERSION = "550.90.07"
 XID_ANNOTATION = "kubesim.io/xid"
+EXPORTER_PORT = 9400
+EXPORTER_NAMESPACE = "gpu-operator"
 
-# name -> (type, help) as in dcgm-exporter's default counters file.
-METRICS = {
-    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "Ratio of time the graphics engine is active."),
-    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
-    "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
-    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
-    "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W)."),
-    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
-}
+
+@dataclass(frozen=True)
+class Field:
+    family: Family
+    integer: bool  # DCGM_FT_INT64 prints with %d, DCGM_FT_DOUBLE with %f
+
+
+def _field(name: str, kind: str, help_text: str, integer: bool) -> Field:
+    return Field(Family(name, kind, help_text), integer)
+
+
+# In the order of dcgm-exporter's default counters file (dcp-metrics-included.csv).
+FIELDS = [
+    _field("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM frequency (in MHz).", True),
+    _field("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", True),
+    _field("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", False),
+    _field(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "Total energy consumption since boot (in mJ).",
+        True,
+    ),
+    _field("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", True),
+    _field("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", True),
+    _field("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", True),
+    _field("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", True),
+    _field(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gauge",
+        "Ratio of time the graphics engine is active.",
+        False,
+    ),
+    _field(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        False,
+    ),
+    _field(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        False,
+    ),
+]
+FAMILIES = [field.family for field in FIELDS]
 POD_LABELS = ("namespace", "pod", "container")
+
+# modelName -> SM clock (idle MHz, max boost MHz).
+SM_CLOCKS = {
+    "NVIDIA H100 80GB HBM3": (345, 1980),
+    "NVIDIA A100-SXM4-80GB": (210, 1410),
+    "NVIDIA A100-SXM4-40GB": (210, 1410),
+    "NVIDIA L4": (210, 2040),
+    "Tesla T4": (300, 1590),
+}
+
+
+def format_value(field: Field, value: float) -> str:
+    return str(int(value)) if field.integer else f"{value:f}"
+
+
+class EnergyMeter:
+    """DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION per device: power integrated over time
+    (mJ since the node booted), so the counter only goes up between scrapes."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._readings: dict[str, tuple[float, float]] = {}  # key -> (time, mJ)
+
+    def read(self, key: str, now: float, watts: float, idle_watts: float, boot: float) -> int:
+        with self._lock:
+            last = self._readings.get(key)
+            if last is None:
+                # Before the first reading the device sat idle since boot.
+                energy = idle_watts * max(now - boot, 0.0) * 1000
+            else:
+                at, energy = last
+                energy += watts * max(now - at, 0.0) * 1000
+                now = max(now, at)
+            self._readings[key] = (now, energy)
+            return int(energy)
 
 
 def _holders(pods: list[dict]) -> dict[str, dict]:
@@ -50,43 +134,57 @@ def _container_for(pod: dict, resource: str) -> str:
     return containers[0]["name"] if containers else ""
 
 
-def _power_range(model_name: str) -> tuple[float, float]:
+def _model(model_name: str) -> dict:
     for model in GPU_MODELS.values():
         if model["model_name"] == model_name:
-            return model["power"]
-    return (30.0, 300.0)
+            return model
+    return {"power": (30.0, 300.0)}
 
 
-def device_values(device: Device, pod: dict | None, now: datetime, xid: int) -> dict:
-    """The metric values of one device at `now`."""
-    utilisation = kubelet.gpu_utilisation(pod, now, device.key) if pod else 0.0
-    if pod:
-        # A held GPU has the framework and model loaded even when idle.
-        fraction = 0.08 + 0.8 * utilisation
-        used = int(device.memory_mib * min(fraction, 0.98))
-    else:
-        used = 0
-    idle_watts, max_watts = _power_range(device.model_name)
-    share = 1.0
+def _mig_share(device: Device) -> float:
     if device.mig_profile:
-        share = int(device.mig_profile.split("g.", 1)[0]) / 7
-    power = (idle_watts + (max_watts - idle_watts) * utilisation) * share
-    power += kubelet.noise(device.key + "/power", now, 2.0 * share)
+        return int(device.mig_profile.split("g.", 1)[0]) / 7
+    return 1.0
+
+
+def device_values(
+    device: Device,
+    pod: dict | None,
+    now: datetime,
+    xid: int,
+    energy_mj: int = 0,
+    utilisation: float | None = None,
+) -> dict:
+    """The metric values of one device at `now` (numbers, not yet formatted)."""
+    if utilisation is None:
+        utilisation = kubelet.gpu_utilisation(pod, now, device.key) if pod else 0.0
+    used = kubelet.framebuffer_used(pod, device.memory_mib, utilisation) if pod else 0
+    power = device_power(device, utilisation, now)
     temperature = 31 + 45 * utilisation + kubelet.noise(device.key + "/temp", now, 1.5)
+    idle_clock, max_clock = SM_CLOCKS.get(device.model_name, (210, 1410))
     return {
-        # DCGM reports 0 GPU_UTIL on MIG instances; only the profiling metric works there.
-        "DCGM_FI_DEV_GPU_UTIL": 0 if device.mig_profile else round(utilisation * 100),
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(utilisation, 6),
-        "DCGM_FI_DEV_FB_USED": used,
-        "DCGM_FI_DEV_FB_FREE": device.memory_mib - used,
+        "DCGM_FI_DEV_SM_CLOCK": max_clock if utilisation > 0.01 else idle_clock,
         "DCGM_FI_DEV_GPU_TEMP": round(temperature),
         "DCGM_FI_DEV_POWER_USAGE": round(max(power, 0.0), 3),
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy_mj,
+        # DCGM reports 0 GPU_UTIL on MIG instances; only the profiling metrics work there.
+        "DCGM_FI_DEV_GPU_UTIL": 0 if device.mig_profile else round(utilisation * 100),
         "DCGM_FI_DEV_XID_ERRORS": xid,
+        "DCGM_FI_DEV_FB_FREE": device.memory_mib - used,
+        "DCGM_FI_DEV_FB_USED": used,
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(utilisation, 6),
+        # A training step keeps the tensor cores busy ~60 % and memory ~45 % of the
+        # time the engine is active.
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": round(utilisation * 0.6, 6),
+        "DCGM_FI_PROF_DRAM_ACTIVE": round(utilisation * 0.45, 6),
     }
 
 
-def _escape(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def device_power(device: Device, utilisation: float, now: datetime) -> float:
+    idle_watts, max_watts = _model(device.model_name)["power"]
+    share = _mig_share(device)
+    power = (idle_watts + (max_watts - idle_watts) * utilisation) * share
+    return power + kubelet.noise(device.key + "/power", now, 2.0 * share)
 
 
 def device_labels(device: Device, pod: dict | None, pod_labels=POD_LABELS) -> list[tuple]:
@@ -121,20 +219,113 @@ def _xid(node: dict, pod: dict | None) -> int:
     return 0
 
 
-def render(nodes: list[dict], pods: list[dict], now: datetime, pod_labels=POD_LABELS) -> str:
-    """The exporter page for all GPU devices of `nodes`, given all pods."""
+def _boot_time(node: dict, now: datetime) -> float:
+    created = node["metadata"].get("creationTimestamp")
+    if created:
+        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    return now.timestamp()
+
+
+def node_rows(
+    node: dict, holders: dict[str, dict], now: datetime, meter: EnergyMeter, pod_labels=POD_LABELS
+) -> list[tuple[list, dict]]:
+    """(labels, values) for every device of one node at `now`."""
+    rows = []
+    boot = _boot_time(node, now)
+    for device in node_devices(node):
+        pod = holders.get(device.key)
+        utilisation = kubelet.gpu_utilisation(pod, now, device.key) if pod else 0.0
+        idle_watts = _model(device.model_name)["power"][0] * _mig_share(device)
+        energy = meter.read(
+            device.key,
+            now.timestamp(),
+            device_power(device, utilisation, now),
+            idle_watts,
+            boot,
+        )
+        values = device_values(device, pod, now, _xid(node, pod), energy, utilisation)
+        rows.append((device_labels(device, pod, pod_labels), values))
+    return rows
+
+
+def render_rows(rows: list[tuple[list, dict]]) -> str:
+    grouped = {
+        field.family.name: [
+            (labels, format_value(field, values[field.family.name])) for labels, values in rows
+        ]
+        for field in FIELDS
+    }
+    return exposition.render(FAMILIES, grouped)
+
+
+def render(
+    nodes: list[dict],
+    pods: list[dict],
+    now: datetime,
+    pod_labels=POD_LABELS,
+    meter: EnergyMeter | None = None,
+) -> str:
+    """The exporter pages of all GPU nodes in one (what GET /metrics serves)."""
     holders = _holders(pods)
-    rows = []  # (labels, values) per device
+    meter = meter or EnergyMeter()
+    rows = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
-        for device in node_devices(node):
-            pod = holders.get(device.key)
-            values = device_values(device, pod, now, _xid(node, pod))
-            rows.append((device_labels(device, pod, pod_labels), values))
-    lines = []
-    for metric, (kind, help_text) in METRICS.items():
-        lines.append(f"# HELP {metric} {help_text}")
-        lines.append(f"# TYPE {metric} {kind}")
-        for labels, values in rows:
-            rendered = ",".join(f'{name}="{_escape(value)}"' for name, value in labels)
-            lines.append(f"{metric}{{{rendered}}} {values[metric]}")
-    return "\n".join(lines) + "\n"
+        rows += node_rows(node, holders, now, meter, pod_labels)
+    return render_rows(rows)
+
+
+def render_node(
+    node: dict, pods: list[dict], now: datetime, meter: EnergyMeter | None = None
+) -> str:
+    """The page the exporter pod on `node` serves."""
+    on_node = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]]
+    return render_rows(node_rows(node, _holders(on_node), now, meter or EnergyMeter()))
+
+
+def is_exporter_node(node: dict) -> bool:
+    """The DaemonSet runs where there are GPUs (the GPU Operator selects nodes by
+    `nvidia.com/gpu.deploy.dcgm-exporter=true`, which GPU nodes carry)."""
+    return bool(node_devices(node))
+
+
+def _pod_suffix(node_name: str) -> str:
+    """The DaemonSet pod's random suffix, stable per node."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    digest = hashlib.sha256(node_name.encode()).digest()
+    return "".join(alphabet[b % len(alphabet)] for b in digest[:5])
+
+
+def file_sd_targets(nodes: list[dict], address: str) -> list[dict]:
+    """Prometheus file_sd / http_sd target groups: one per GPU node, all served by
+    kubesim at `address` (host:port) under /metrics/dcgm/{node}."""
+    groups = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        if not is_exporter_node(node):
+            continue
+        name = node["metadata"]["name"]
+        internal_ip = next(
+            (
+                a["address"]
+                for a in (node.get("status") or {}).get("addresses") or []
+                if a.get("type") == "InternalIP"
+            ),
+            name,
+        )
+        groups.append(
+            {
+                "targets": [address],
+                # The labels a Kubernetes service discovery gives the exporter pod. They
+                # clash with the exporter's own namespace/pod/container labels, so
+                # without honor_labels those arrive as exported_namespace etc., as on
+                # a real cluster.
+                "labels": {
+                    "__metrics_path__": f"/metrics/dcgm/{name}",
+                    "instance": f"{internal_ip}:{EXPORTER_PORT}",
+                    "node": name,
+                    "namespace": EXPORTER_NAMESPACE,
+                    "pod": f"nvidia-dcgm-exporter-{_pod_suffix(name)}",
+                    "container": "nvidia-dcgm-exporter",
+                },
+            }
+        )
+    return groups

@@ -259,6 +259,18 @@ def gpu_utilisation(pod: dict, now: datetime, device_key: str) -> float:
     return max(0.0, min(1.0, level + noise(device_key, now, 0.03)))
 
 
+def framebuffer_used(pod: dict, memory_mib: int, utilisation: float) -> int:
+    """MiB of framebuffer a pod's process holds: `kubesim.io/gpu-fb-used` when set,
+    else the framework and model loaded (8 %) plus working memory with the load."""
+    explicit = annotation(pod, "gpu-fb-used")
+    if explicit is not None:
+        try:
+            return max(0, min(int(float(explicit)), memory_mib))
+        except ValueError:
+            pass
+    return int(memory_mib * min(0.08 + 0.8 * utilisation, 0.98))
+
+
 def noise(key: str, now: datetime, amplitude: float) -> float:
     """Deterministic jitter in [-amplitude, amplitude] per device and sim minute."""
     seed = f"{key}/{now.strftime('%Y%m%d%H%M')}".encode()

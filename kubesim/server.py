@@ -26,6 +26,7 @@ from .errors import (
     TooManyRequests,
     UnsupportedMediaType,
 )
+from .exposition import TEXT_CONTENT_TYPE
 from .resources import RESOURCES, group_versions
 from .tables import to_table
 from .validation import check_structure
@@ -131,11 +132,9 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/_sim/"):
                 self._entry["verb"] = "admin"
                 self._admin(method, path)
-            elif path == "/metrics":
+            elif path == "/metrics" or path.startswith("/metrics/"):
                 self._entry["verb"] = "get"
-                provider = self.sim.metrics_provider
-                text = provider() if provider else ""
-                self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+                self._metrics(path)
             else:
                 self._api(method, path, query)
         except DroppedConnection:
@@ -152,6 +151,24 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(500, InternalError(f"Internal error occurred: {exc!r}").to_status())
         finally:
             self._log()
+
+    def _metrics(self, path: str) -> None:
+        """/metrics (all DCGM devices), /metrics/dcgm/{node}, /metrics/kube-state-metrics
+        and /metrics/dcgm-targets.json (file_sd / http_sd target groups)."""
+        if path == "/metrics":
+            provider = self.sim.metrics_provider
+            text = provider() if provider else ""
+            self._send(200, text.encode(), TEXT_CONTENT_TYPE)
+            return
+        pages = self.sim.metrics_pages
+        host, port = self.server.server_address[:2]
+        address = self.headers.get("Host") or f"{host}:{port}"
+        page = pages(path[len("/metrics/") :], address) if pages else None
+        if page is None:
+            self._send(404, f"404 page not found: {path}\n".encode(), "text/plain; charset=utf-8")
+            return
+        text, content_type = page
+        self._send(200, text.encode(), content_type)
 
     def _log(self) -> None:
         """Record the request once, before its response is written: a client that has

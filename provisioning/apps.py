@@ -4,3 +4,12 @@ from django.apps import AppConfig
 class ProvisioningConfig(AppConfig):
     name = "provisioning"
     verbose_name = "Cluster provisioning"
+
+    def ready(self):
+        from gpu_requests import hooks
+        from provisioning import actions
+
+        # A change of quota, membership or archive is a change of the team's
+        # namespace: sync it (on commit, through the outbox).
+        hooks.on_quota_changed(actions.team_changed)
+        hooks.on_members_changed(actions.members_changed)

@@ -84,25 +84,25 @@ def desired_states(team_ids=None):
         teams = teams.filter(pk__in=team_ids)
     catalog = catalog_resources()
     states = {
-        team_id: Desired(team_id, slug, gpus_by_resource=dict.fromkeys(catalog, 0))
-        for team_id, slug in teams.values_list("pk", "slug")
+        team_id: Desired(
+            team_id,
+            slug,
+            gpus_by_resource=dict.fromkeys(catalog, 0),
+            archived=archived_at is not None,
+        )
+        for team_id, slug, archived_at in teams.values_list("pk", "slug", "archived_at")
     }
-    # Active quota summed per resource name: flavors sharing one name share one cap.
-    active = QuotaRequest.objects.filter(status=QuotaRequest.Status.ACTIVE)
+    # Active quota summed per resource name: flavors sharing one name share one
+    # cap. An archived team's cap stays at zero.
+    active = QuotaRequest.objects.filter(status=QuotaRequest.Status.ACTIVE, team__archived_at=None)
     if team_ids is not None:
         active = active.filter(team_id__in=list(states))
     for row in active.values("team_id", "flavor__resource_name").annotate(gpus=Sum("gpus")):
         states[row["team_id"]].gpus_by_resource[row["flavor__resource_name"]] = row["gpus"]
 
-    flags = TeamSync.objects.filter(team_id__in=states).values_list(
-        "team_id", "archived_at", "namespace_deleted_at"
-    )
-    for team_id, archived_at, deleted_at in flags:
-        state = states[team_id]
-        state.archived = archived_at is not None
-        state.namespace_deleted = deleted_at is not None
-        if state.archived:
-            state.gpus_by_resource = dict.fromkeys(state.gpus_by_resource, 0)
+    deleted = TeamSync.objects.filter(team_id__in=states, namespace_deleted_at__isnull=False)
+    for team_id in deleted.values_list("team_id", flat=True):
+        states[team_id].namespace_deleted = True
 
     if settings.PORTAL_RBAC_SUBJECTS == "users":
         members = Membership.objects.filter(team_id__in=states, user__is_active=True)
@@ -118,7 +118,7 @@ def desired_state(team_id, row=None):
     if row is None:
         return desired_states([team_id])[team_id]
     state = Desired(team_id, row.team.slug, gpus_by_resource=dict.fromkeys(catalog_resources(), 0))
-    state.archived = row.archived_at is not None
+    state.archived = row.team.archived_at is not None
     state.namespace_deleted = row.namespace_deleted_at is not None
     active = (
         QuotaRequest.objects.filter(team_id=team_id, status=QuotaRequest.Status.ACTIVE)
@@ -133,12 +133,3 @@ def desired_state(team_id, row=None):
         members = Membership.objects.filter(team_id=team_id, user__is_active=True)
         state.user_names = list(members.values_list("user__username", flat=True))
     return state
-
-
-def shared_resource_names(flavors=None):
-    """{resource name: [flavor names]} for names more than one active flavor uses."""
-    flavors = flavors if flavors is not None else Flavor.objects.filter(is_active=True)
-    by_resource = {}
-    for flavor in flavors:
-        by_resource.setdefault(flavor.resource_name, []).append(flavor.name)
-    return {name: sorted(f) for name, f in by_resource.items() if len(f) > 1}

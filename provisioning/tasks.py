@@ -7,7 +7,8 @@ the team by the action before they get here.
 
 from celery import shared_task
 
-from provisioning import actions, kube
+from cluster import kube
+from provisioning import actions
 
 MAX_RETRIES = 8
 
@@ -31,8 +32,3 @@ def sweep():
 @shared_task(name="provisioning.check_drift", acks_late=True)
 def check_drift():
     return len(actions.check_drift())
-
-
-@shared_task(name="provisioning.record_inventory", acks_late=True)
-def record_inventory():
-    return actions.record_inventory()

@@ -7,11 +7,13 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
+from cluster import kube
+from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import Flavor, Team
-from provisioning import actions, kube
-from provisioning.desired import desired_state, shared_resource_names
-from provisioning.models import GpuNode, TeamSync
+from gpu_requests.models import Flavor, SyncStatus, Team, shared_resource_names
+from provisioning import actions
+from provisioning.desired import desired_state
+from provisioning.models import TeamSync
 
 
 def _require_reviewer(user):
@@ -29,7 +31,7 @@ def cluster_overview(request):
     shared = shared_resource_names([f for f in flavors if f.is_active])
     context = {
         "teams": teams,
-        "failing": [t for t in teams if hasattr(t, "sync") and t.sync.is_failing],
+        "failing": [t for t in teams if t.sync_status == SyncStatus.FAILING],
         "flavors": flavors,
         "nodes": nodes,
         "shared": shared,
@@ -44,7 +46,9 @@ def team_archive(request, slug):
     team = get_object_or_404(Team, slug=slug)
     if request.method == "POST":
         try:
-            actions.archive_team(team, by=request.user, reason=request.POST.get("reason") or "")
+            quota_actions.archive_team(
+                team, by=request.user, reason=request.POST.get("reason") or ""
+            )
         except quota_actions.ActionError as exc:
             messages.error(request, str(exc))
         else:

@@ -237,10 +237,8 @@ def test_rejecting_or_cancelling_leaves_the_cluster_alone(
 
 
 def test_an_archived_team_asks_for_and_gets_no_more_quota(alice, vision, h100, admin_user):
-    from provisioning.actions import archive_team
-
     pending = submit(vision, h100, alice)
-    archive_team(vision, by=admin_user)
+    actions.archive_team(vision, by=admin_user)
     with pytest.raises(actions.IllegalTransition, match="Vision is archived"):
         actions.approve(QuotaRequest.objects.get(pk=pending.pk), by=admin_user)
     with pytest.raises(ValidationError) as excinfo:

@@ -1,33 +1,19 @@
-"""The DCGM exporter page at GET /metrics: format, labels and values."""
+"""The DCGM exporter pages (GET /metrics and /metrics/dcgm/{node}): format, labels,
+values, and the file_sd targets listing them."""
 
+import json
 import re
+import urllib.error
 import urllib.request
 
 import pytest
 
+from kubesim import cluster
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
+from tests.kubesim import promtext
+from tests.kubesim.promtext import series
 from tests.kubesim.simhelpers import Clients, pod, wait_for
-
-SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)\{(.*)\} (\S+)$")
-LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse(text: str) -> tuple[dict, list]:
-    """(types by metric, [(metric, labels, value)]) of Prometheus text format 0.0.4."""
-    types, samples = {}, []
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ", 3)
-            types[name] = kind
-        elif line.startswith("# HELP ") or not line:
-            continue
-        else:
-            match = SAMPLE.match(line)
-            assert match, f"unparseable line: {line!r}"
-            name, labels, value = match.groups()
-            samples.append((name, dict(LABEL.findall(labels)), float(value)))
-    return types, samples
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +22,8 @@ def k():
         yield Clients(sim)
 
 
-def scrape(k):
-    with urllib.request.urlopen(f"{k.sim.url}/metrics", timeout=5) as response:
-        assert response.headers["Content-Type"].startswith("text/plain")
-        return parse(response.read().decode())
-
-
-def series(samples, metric, **labels):
-    return [
-        (found, value)
-        for name, found, value in samples
-        if name == metric and all(found.get(key) == want for key, want in labels.items())
-    ]
+def scrape(k, path="/metrics"):
+    return promtext.scrape(k.sim.url + path)
 
 
 def test_every_gpu_and_mig_instance_is_exported_with_types(k):
@@ -124,3 +100,100 @@ def test_pods_bound_by_node_name_still_get_devices(k):
     _, samples = scrape(k)
     ((labels, _),) = series(samples, "DCGM_FI_DEV_GPU_UTIL", pod="pinned")
     assert labels["Hostname"] == "gpu-h100-0"
+
+
+def test_each_gpu_node_serves_its_own_exporter_page(k):
+    _, everything = scrape(k)
+    pages = {}
+    for node in ("gpu-h100-0", "gpu-l4-0", "gpu-mig-0"):
+        types, samples = scrape(k, f"/metrics/dcgm/{node}")
+        assert {labels["Hostname"] for _, labels, _ in samples} == {node}
+        assert types["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] == "counter"
+        pages[node] = samples
+    util = [s for s in everything if s[0] == "DCGM_FI_DEV_GPU_UTIL"]
+    per_node = [s for samples in pages.values() for s in samples if s[0] == "DCGM_FI_DEV_GPU_UTIL"]
+    assert sorted(labels["UUID"] for _, labels, _ in per_node) == sorted(
+        labels["UUID"] for _, labels, _ in util
+    )
+
+
+def test_nodes_without_an_exporter_are_404(k):
+    for path in ("/metrics/dcgm/cpu-0", "/metrics/dcgm/no-such-node", "/metrics/nothing"):
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(k.sim.url + path, timeout=5)
+        assert raised.value.code == 404
+
+
+def test_values_are_printed_as_the_exporter_prints_them(k):
+    text = promtext.scrape_text(f"{k.sim.url}/metrics/dcgm/gpu-h100-0")
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    # Double fields with %f (six decimals), integer fields with %d.
+    for line in lines:
+        name, value = line.split("{", 1)[0], line.rsplit(" ", 1)[1]
+        if name.startswith("DCGM_FI_PROF_") or name == "DCGM_FI_DEV_POWER_USAGE":
+            assert re.fullmatch(r"\d+\.\d{6}", value), line
+        else:
+            assert re.fullmatch(r"\d+", value), line
+    names = {line.split("{", 1)[0] for line in lines}
+    assert {
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_DEV_SM_CLOCK",
+    } <= names
+
+
+def test_energy_counter_grows_with_time_and_load():
+    with running_kubesim(SMALL_CLUSTER) as sim:
+        k = Clients(sim)
+        ns = k.namespace()
+        selector = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        annotations = {"kubesim.io/gpu-util": "100", "kubesim.io/duration": "2h"}
+        k.core.create_namespaced_pod(ns, pod("hot", 1, annotations, node_selector=selector))
+        wait_for(lambda: k.core.read_namespaced_pod("hot", ns).status.phase == "Running")
+
+        def energy():
+            _, samples = scrape(k, "/metrics/dcgm/gpu-h100-0")
+            found = series(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+            return {labels.get("pod"): value for labels, value in found}
+
+        before = energy()
+        k.advance(60)
+        after = energy()
+        # ~700 W for 60 s on the busy GPU against ~70 W on the idle one (in mJ).
+        assert 600 * 60_000 <= after["hot"] - before["hot"] <= 720 * 61_000
+        assert 60 * 60_000 <= after[None] - before[None] <= 75 * 61_000
+        _, samples = scrape(k, "/metrics/dcgm/gpu-h100-0")
+        ((_, tensor),) = series(samples, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", pod="hot")
+        ((_, clock),) = series(samples, "DCGM_FI_DEV_SM_CLOCK", pod="hot")
+        assert tensor > 0.5 and clock == 1980
+
+
+def test_file_sd_lists_one_target_per_gpu_node(k, tmp_path):
+    with urllib.request.urlopen(f"{k.sim.url}/metrics/dcgm-targets.json", timeout=5) as response:
+        served = json.loads(response.read())
+    path = tmp_path / "dcgm.json"
+    k.sim.control_plane.keep_file_sd(str(path), f"127.0.0.1:{k.sim.port}")
+    written = json.loads(path.read_text())
+    paths = sorted(group["labels"]["__metrics_path__"] for group in written)
+    assert paths == [
+        "/metrics/dcgm/gpu-h100-0",
+        "/metrics/dcgm/gpu-l4-0",
+        "/metrics/dcgm/gpu-mig-0",
+    ]
+    assert [g["labels"] for g in served] == [g["labels"] for g in written]
+    assert {tuple(group["targets"]) for group in written} == {(f"127.0.0.1:{k.sim.port}",)}
+
+    # A GPU node joining is written out by the control loop.
+    node = cluster.build_node(
+        {"name": "extra", "gpu": {"model": "L4", "count": 1}},
+        0,
+        kubelet_version="v1.31.4",
+        zone="a",
+    )
+    k.core.create_node(node)
+    try:
+        wait_for(lambda: "/metrics/dcgm/extra-0" in path.read_text())
+    finally:
+        k.core.delete_node("extra-0")
+    wait_for(lambda: "/metrics/dcgm/extra-0" not in path.read_text())

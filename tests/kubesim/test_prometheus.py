@@ -44,15 +44,19 @@ def prometheus(prometheus_binary):
     processes = []
     directory = tempfile.mkdtemp(prefix="kubesim-prom-")
 
-    def start(target_port: int):
+    def start(target_port: int | None = None, scrape_configs: str | None = None):
+        """Scrape kubesim's /metrics at `target_port`, or use `scrape_configs` (YAML)."""
         config = os.path.join(directory, "prometheus.yml")
-        with open(config, "w") as handle:
-            handle.write(
-                "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                "scrape_configs:\n"
+        if scrape_configs is None:
+            scrape_configs = (
                 "  - job_name: dcgm\n"
                 "    honor_labels: true\n"
                 f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
+            )
+        with open(config, "w") as handle:
+            handle.write(
+                "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                "scrape_configs:\n" + scrape_configs
             )
         port = free_port()
         process = subprocess.Popen(
@@ -87,6 +91,7 @@ def prometheus(prometheus_binary):
 
         return query
 
+    start.directory = directory
     yield start
     for process in processes:
         process.terminate()
@@ -127,3 +132,62 @@ def test_prometheus_sees_per_namespace_gpu_utilisation(prometheus):
         (series,) = query(f'DCGM_FI_DEV_GPU_UTIL{{pod="train",namespace="{busy_ns}"}}')
         assert series["metric"]["modelName"] and series["metric"]["UUID"].startswith("GPU-")
     assert time.monotonic() - started < 30
+
+
+def test_prometheus_scrapes_per_node_dcgm_through_file_sd_and_kube_state_metrics(prometheus):
+    with running_kubesim(SMALL_CLUSTER) as sim:
+        k = Clients(sim)
+        targets = os.path.join(prometheus.directory, "dcgm-targets.json")
+        sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{sim.port}")
+        vision, nlp = k.namespace("vision"), k.namespace("nlp")
+        long_run = {"kubesim.io/duration": "1h"}
+        k.core.create_namespaced_pod(
+            vision, pod("train", 2, {**long_run, "kubesim.io/gpu-util": "80"})
+        )
+        k.core.create_namespaced_pod(
+            nlp,
+            pod(
+                "notebook",
+                1,
+                {**long_run, "kubesim.io/gpu-profile": "idle"},
+                resource="nvidia.com/mig-1g.10gb",
+            ),
+        )
+        for ns, name in ((vision, "train"), (nlp, "notebook")):
+            wait_for(lambda ns=ns, name=name: running(k, ns, name))
+
+        # The scrape config an operator writes: DCGM through file_sd without
+        # honor_labels (pod labels arrive as exported_*), kube-state-metrics with it.
+        query = prometheus(
+            scrape_configs=(
+                "  - job_name: dcgm\n"
+                f"    file_sd_configs: [{{files: ['{targets}'], refresh_interval: 1s}}]\n"
+                "  - job_name: kube-state-metrics\n"
+                "    honor_labels: true\n"
+                "    metrics_path: /metrics/kube-state-metrics\n"
+                f"    static_configs: [{{targets: ['127.0.0.1:{sim.port}']}}]\n"
+            )
+        )
+
+        def answer(promql, label):
+            return {r["metric"].get(label): float(r["value"][1]) for r in query(promql)}
+
+        up = wait_for(lambda: (r := answer('up{job="dcgm"}', "node")) and len(r) == 3 and r, 15)
+        assert up == {"gpu-h100-0": 1, "gpu-l4-0": 1, "gpu-mig-0": 1}
+
+        allocated = (
+            'sum by (namespace) (kube_pod_container_resource_requests{unit="integer",'
+            'resource=~"nvidia_com_gpu|nvidia_com_mig_.*"}'
+            ' * on (namespace, pod) group_left () (kube_pod_status_phase{phase="Running"} == 1))'
+        )
+        held = wait_for(lambda: (r := answer(allocated, "namespace")) and len(r) == 2 and r, 15)
+        assert held == {vision: 2, nlp: 1}
+
+        busy = 'avg by (exported_namespace) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{exported_namespace!=""})'
+        ratio = wait_for(
+            lambda: (r := answer(busy, "exported_namespace")) and len(r) == 2 and r, 15
+        )
+        assert 0.75 <= ratio[vision] <= 0.85 and ratio[nlp] == 0
+        (series,) = query('DCGM_FI_DEV_FB_USED{exported_pod="notebook"}')
+        assert series["metric"]["Hostname"] == series["metric"]["node"] == "gpu-mig-0"
+        assert series["metric"]["job"] == "dcgm"

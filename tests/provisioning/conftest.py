@@ -20,9 +20,9 @@ import pytest
 import redis
 from django.db import connection
 
+from cluster import kube
 from gpu_requests.models import Flavor
 from kubesim.testing import running_kubesim
-from provisioning import kube
 from provisioning.models import TeamSync
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,9 +3,10 @@
 import pytest
 from django.utils import timezone
 
+from cluster import kube
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent, Membership, QuotaRequest
-from provisioning import actions, kube
+from provisioning import actions
 from provisioning.models import TeamSync
 from tests.factories import UserFactory, add_member, submit
 from tests.provisioning.conftest import sync_of
@@ -147,7 +148,7 @@ def test_rbac_subjects_follow_membership_in_users_mode(vision_quota, alice, sett
 def test_archiving_revokes_and_caps_at_zero_but_keeps_the_namespace(
     vision_quota, admin_user, cluster
 ):
-    actions.archive_team(vision_quota, by=admin_user)
+    quota_actions.archive_team(vision_quota, by=admin_user)
     actions.sync_team(vision_quota.pk)
     hard = cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"]
     assert set(hard.values()) == {"0"}
@@ -159,7 +160,7 @@ def test_archiving_revokes_and_caps_at_zero_but_keeps_the_namespace(
 def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_user, cluster):
     with pytest.raises(quota_actions.IllegalTransition, match="Archive the team"):
         actions.delete_namespace(vision_quota, by=admin_user)
-    actions.archive_team(vision_quota, by=admin_user)
+    quota_actions.archive_team(vision_quota, by=admin_user)
     actions.sync_team(vision_quota.pk)
 
     assert actions.delete_namespace(vision_quota, by=admin_user) == "vision"
@@ -173,7 +174,7 @@ def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_use
 
 def test_members_cannot_archive(vision, alice):
     with pytest.raises(quota_actions.NotAllowed):
-        actions.archive_team(vision, by=alice)
+        quota_actions.archive_team(vision, by=alice)
 
 
 def test_empty_maps_and_lists_match_what_the_server_leaves_out():

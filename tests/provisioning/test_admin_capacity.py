@@ -3,8 +3,8 @@
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
+from cluster.models import FlavorCapacity
 from gpu_requests.models import Flavor
-from provisioning.models import FlavorCapacity
 from tests.factories import FlavorFactory, UserFactory
 
 
@@ -15,12 +15,12 @@ def test_an_override_set_in_the_admin_is_what_approvals_use(client, admin_user):
     client.force_login(admin_user)
 
     response = client.post(
-        f"/admin/provisioning/flavorcapacity/{inventory.pk}/change/", {"override": "12"}
+        f"/admin/cluster/flavorcapacity/{inventory.pk}/change/", {"override": "12"}
     )
 
     assert response.status_code == 302
     assert Flavor.objects.get(pk=flavor.pk).capacity == 12
-    client.post(f"/admin/provisioning/flavorcapacity/{inventory.pk}/change/", {"override": ""})
+    client.post(f"/admin/cluster/flavorcapacity/{inventory.pk}/change/", {"override": ""})
     assert Flavor.objects.get(pk=flavor.pk).capacity == 16  # the inventory's count again
 
 
@@ -29,7 +29,7 @@ def test_staff_without_the_review_permission_cannot_override(client, db):
     staff.user_permissions.add(Permission.objects.get(codename="change_flavorcapacity"))
     inventory = FlavorCapacity.objects.create(flavor=FlavorFactory(slug="h100"), devices=16)
     client.force_login(staff)
-    url = f"/admin/provisioning/flavorcapacity/{inventory.pk}/change/"
+    url = f"/admin/cluster/flavorcapacity/{inventory.pk}/change/"
     assert client.post(url, {"override": "1"}).status_code == 403
     assert FlavorCapacity.objects.get().override is None
 

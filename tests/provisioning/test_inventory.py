@@ -1,7 +1,7 @@
 """Inventory: devices per flavor counted from kubesim's Nodes and Pods."""
 
-from provisioning import actions
-from provisioning.models import FlavorCapacity, GpuNode
+from cluster import actions
+from cluster.models import FlavorCapacity, GpuNode
 from tests.provisioning.conftest import DEMO_FLAVORS
 
 

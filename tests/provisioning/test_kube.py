@@ -4,7 +4,8 @@ import socket
 
 import pytest
 
-from provisioning import kube, manifests
+from cluster import kube
+from provisioning import manifests
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 import pytest
 
+from cluster.actions import record_inventory
+from gpu_requests.models import Team
 from provisioning import actions
 from provisioning.models import TeamSync
 
@@ -15,7 +17,7 @@ def test_it_shows_sync_status_inventory_and_nodes(
     client, admin_user, vision, cluster, demo_flavors
 ):
     actions.mark_dirty(vision.pk)
-    actions.record_inventory()
+    record_inventory()
     client.force_login(admin_user)
     page = client.get("/cluster/").content.decode()
     assert "Pending" in page
@@ -35,7 +37,7 @@ def test_archive_asks_first_then_archives(client, admin_user, vision):
     assert "Archive Vision?" in client.get("/cluster/teams/vision/archive/").content.decode()
     response = client.post("/cluster/teams/vision/archive/", {"reason": "project over"})
     assert response.status_code == 302
-    assert TeamSync.objects.get(team=vision).archived_at is not None
+    assert Team.objects.get(pk=vision.pk).archived_at is not None
 
 
 def test_deleting_a_namespace_needs_its_name_typed(client, admin_user, vision, cluster):

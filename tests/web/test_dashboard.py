@@ -145,7 +145,7 @@ def test_it_shows_a_failing_sync_with_the_servers_error_and_when(login, alice, v
 
 
 def test_it_shows_an_archived_team(login, alice, admin_user, vision):
-    provisioning_actions.archive_team(vision, by=admin_user)
+    actions.archive_team(vision, by=admin_user)
     response = login(alice).get(URL)
     assert response.status_code == 200  # the archive event has no request to link to
     assert "Archived" in response.content.decode()

@@ -1,0 +1,62 @@
+"""State changes of the cluster layer: recording the inventory, pinning capacity."""
+
+from dataclasses import asdict
+
+from django.db import transaction
+from django.utils import timezone
+
+from cluster import kube
+from cluster.inventory import take_inventory
+from cluster.models import FlavorCapacity, GpuNode
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import Flavor
+
+
+def record_inventory(cluster=None, now=None):
+    """Read Nodes and Pods; record GPU nodes and each flavor's devices and allocation.
+
+    The devices become the flavor's capacity for approvals (Flavor.capacity), so
+    the approval check counts what the cluster has, at no extra query.
+
+    Two LISTs (plus one per further page of 500). A flavor's devices are the
+    allocatable of its resource name on schedulable, Ready nodes that serve it
+    (cluster.inventory.node_serves_flavor); allocated is what pods bound to
+    those nodes ask for.
+    """
+    cluster = cluster or kube.cluster()
+    now = now or timezone.now()
+    flavors = list(Flavor.objects.all())
+    inventory = take_inventory(cluster.list("Node"), cluster.list("Pod"), flavors)
+    with transaction.atomic():
+        GpuNode.objects.all().delete()
+        GpuNode.objects.bulk_create(
+            GpuNode(**asdict(node), observed_at=now) for node in inventory.nodes
+        )
+        for flavor in flavors:
+            figures = inventory.flavors[flavor.slug]
+            capacity, _ = FlavorCapacity.objects.update_or_create(
+                flavor=flavor,
+                defaults={
+                    "devices": figures.devices,
+                    "allocated": figures.allocated,
+                    "observed_at": now,
+                },
+            )
+            # Flavor.capacity is what approvals check: the cluster's count from
+            # now on, unless an admin pinned another.
+            pinned = figures.devices if capacity.override is None else capacity.override
+            Flavor.objects.filter(pk=flavor.pk).update(capacity=pinned)
+    return len(inventory.nodes)
+
+
+def set_capacity_override(flavor, override, *, by):
+    """Pin a flavor's capacity (None: follow the inventory again)."""
+    if not quota_actions.can_review(by):
+        raise quota_actions.NotAllowed("Only platform admins can set capacity.")
+    with transaction.atomic():
+        capacity, _ = FlavorCapacity.objects.get_or_create(flavor=flavor)
+        capacity.override = override
+        capacity.save(update_fields=["override"])
+        pinned = override if override is not None else capacity.devices
+        if pinned is not None:
+            Flavor.objects.filter(pk=flavor.pk).update(capacity=pinned)

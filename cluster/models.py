@@ -1,0 +1,73 @@
+from django.db import models
+from django.utils import timezone
+
+from gpu_requests.models import Flavor
+
+
+class FlavorCapacity(models.Model):
+    """What the cluster holds of one flavor, as the inventory task last saw it.
+
+    `override` is the admin's word and wins over the inventory (for capacity the
+    cluster does not show yet, or a pool being drained on purpose).
+    """
+
+    flavor = models.OneToOneField(
+        Flavor, on_delete=models.CASCADE, primary_key=True, related_name="inventory"
+    )
+    devices = models.PositiveIntegerField(null=True, blank=True)
+    allocated = models.PositiveIntegerField(null=True, blank=True)
+    observed_at = models.DateTimeField(null=True, blank=True)
+    override = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Capacity to use instead of the inventory."
+    )
+
+    class Meta:
+        verbose_name_plural = "flavor capacities"
+
+    def __str__(self):
+        return f"{self.flavor}: {self.devices} devices"
+
+    @property
+    def free(self):
+        if self.devices is None:
+            return None
+        return max(self.devices - (self.allocated or 0), 0)
+
+    @property
+    def age(self):
+        return None if self.observed_at is None else timezone.now() - self.observed_at
+
+
+class GpuNode(models.Model):
+    """A GPU node as the inventory task last saw it (replaced on every run)."""
+
+    name = models.CharField(max_length=253, unique=True)
+    pool = models.CharField(max_length=253, blank=True)
+    gpu_model = models.CharField(max_length=253, blank=True)
+    allocatable = models.JSONField(default=dict)  # resource name -> devices
+    allocated = models.JSONField(default=dict)  # resource name -> devices held by pods
+    taints = models.JSONField(default=list)
+    cordoned = models.BooleanField(default=False)
+    ready = models.BooleanField(default=True)
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["pool", "name"]
+
+    def __str__(self):
+        return self.name
+
+    def resources(self):
+        """[(resource, allocatable, allocated, free)] for the nodes table."""
+        rows = []
+        for resource, total in sorted(self.allocatable.items()):
+            used = self.allocated.get(resource, 0)
+            rows.append((resource, total, used, max(total - used, 0)))
+        return rows
+
+    @property
+    def taint_labels(self):
+        return [
+            f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+            for t in self.taints
+        ]

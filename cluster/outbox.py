@@ -1,0 +1,175 @@
+"""Work that must reach the cluster exactly as the database last said, at least once.
+
+The machinery is written once here; each kind of work is one `Outbox`: a model
+with the `OutboxRow` fields (one row per unit of work, e.g. per team) and a
+Celery task that takes the row's key. Team sync (provisioning) is the first
+user; batch release at window open is the second. The steps:
+
+- `mark(key)`: the unit's wanted state changed. Bumps `generation` in the same
+  transaction as the change, so a crash or a broker outage loses nothing.
+- `changed(key)`: mark, and queue the task once the transaction commits.
+- `enqueue(keys)`: send the tasks; a broker that is down is logged, not
+  raised (the sweep sends what could not be).
+- `claim(key)`: the task takes the unit with one conditional UPDATE of a
+  lease (`claimed_until`), so two workers never do it at once and the lease
+  of a worker that died runs out by itself. Returns a token, or None.
+- `finish(key, token, generation)`: done up to `generation`, lease released,
+  unless the generation moved meanwhile (then go round again).
+- `release(key, token)`: give the lease back without finishing.
+- `due()` / `sweep()`: the units marked and not done whose message was lost,
+  or whose worker died, queued again (run it from beat).
+"""
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.db import IntegrityError, models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+log = logging.getLogger(__name__)
+
+
+class OutboxRow(models.Model):
+    """The fields the outbox needs on a row of work (abstract: add your own)."""
+
+    # Goes up with every change of what is wanted; `synced_generation` is the
+    # last one the work was done for.
+    generation = models.PositiveBigIntegerField(default=1)
+    synced_generation = models.PositiveBigIntegerField(default=0)
+    # The generation a permanent error stopped: not retried until it changes.
+    refused_generation = models.PositiveBigIntegerField(default=0)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True, db_index=True)
+    claim_token = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Outbox:
+    """One kind of work: `model` (an OutboxRow) keyed by `key` (a field name),
+    done by the Celery task at dotted path `task`, leased for `lease()` seconds."""
+
+    def __init__(self, model, *, key, task, lease):
+        self.model = model
+        self.key = key
+        self.task = task
+        self.lease = lease
+
+    def rows(self, keys=None):
+        if keys is None:
+            return self.model.objects.all()
+        return self.model.objects.filter(**{f"{self.key}__in": list(keys)})
+
+    def row(self, key):
+        return self.model.objects.filter(**{self.key: key})
+
+    def ensure(self, key):
+        """Create the unit's row if it has none (one query when it exists)."""
+        if not self.row(key).exists():
+            try:
+                with transaction.atomic():
+                    self.model.objects.create(**{self.key: key}, generation=0)
+            except IntegrityError:
+                pass  # created meanwhile by another process
+
+    def mark(self, key, **fields):
+        """Record that the unit's wanted state changed (two queries); `fields` are
+        written with the bump (e.g. a status)."""
+        self.ensure(key)
+        self.row(key).update(generation=F("generation") + 1, **fields)
+
+    def changed(self, key, **fields):
+        """Mark the unit and queue its task once the transaction commits."""
+        with transaction.atomic():
+            self.mark(key, **fields)
+            transaction.on_commit(lambda: self.enqueue([key]))
+
+    def enqueue(self, keys):
+        """Queue the task for each key; the keys queued (a broker outage is logged).
+
+        `queued_at` is written before the messages go out, so a worker that
+        starts at once always sees its claim (`last_attempt_at`) later than the
+        queueing.
+        """
+        keys = list(keys)
+        task = import_string(self.task)
+        self.rows(keys).update(queued_at=timezone.now())
+        queued, lost = [], []
+        for key in keys:
+            try:
+                task.apply_async((key,), retry=False)
+            except Exception as exc:  # the broker's errors vary by transport
+                log.warning("could not queue %s(%s) (the sweep will): %s", task.name, key, exc)
+                lost.append(key)
+            else:
+                queued.append(key)
+        self.rows(lost).update(queued_at=None)
+        return queued
+
+    def claim(self, key, now=None, *, pending=None):
+        """Take the unit with one conditional UPDATE; a token, or None.
+
+        None when another worker holds a live lease, or when `pending` does
+        not hold: a Q saying there is work to do, usually `newer_generation()`;
+        None claims anyway (a forced run).
+        """
+        now = now or timezone.now()
+        token = uuid.uuid4().hex
+        claimable = self.row(key).filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        if pending is not None:
+            claimable = claimable.filter(pending)
+        claimed = claimable.update(
+            claimed_until=now + timedelta(seconds=self.lease()),
+            claim_token=token,
+            last_attempt_at=now,
+        )
+        return token if claimed else None
+
+    @staticmethod
+    def newer_generation():
+        """The usual `pending` for `claim`: marked since the work was last done."""
+        return Q(generation__gt=F("synced_generation"))
+
+    def holding(self, key, token):
+        """The unit's row, only while `token` holds its lease (for UPDATEs)."""
+        return self.row(key).filter(claim_token=token)
+
+    def finish(self, key, token, generation, **fields):
+        """Done up to `generation`: record it with `fields` and release the lease.
+        False (nothing written) if the generation moved meanwhile."""
+        return bool(
+            self.holding(key, token)
+            .filter(generation=generation)
+            .update(**fields, synced_generation=generation, claimed_until=None, claim_token="")
+        )
+
+    def release(self, key, token, **fields):
+        """Give the lease back (writing `fields`), done or not."""
+        self.holding(key, token).update(**fields, claimed_until=None, claim_token="")
+
+    def due(self, rows=None, now=None):
+        """Keys marked and not done, not refused, not leased, and with no message
+        waiting (unless it has waited a whole lease: then it was probably lost)."""
+        now = now or timezone.now()
+        stale = now - timedelta(seconds=self.lease())
+        rows = self.rows() if rows is None else rows
+        return list(
+            rows.filter(generation__gt=F("synced_generation"))
+            .filter(generation__gt=F("refused_generation"))
+            .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+            .filter(
+                Q(queued_at__isnull=True)
+                | Q(queued_at__lt=F("last_attempt_at"))
+                | Q(queued_at__lt=stale)
+            )
+            .values_list(self.key, flat=True)
+        )
+
+    def sweep(self, rows=None, now=None):
+        """Queue every unit `due` (a few queries, then one message per unit)."""
+        return self.enqueue(self.due(rows, now))

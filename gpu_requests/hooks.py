@@ -1,0 +1,52 @@
+"""What other apps do when a team changes here: an explicit registry, no signals.
+
+`gpu_requests` is the bottom layer and imports no app above it. An app that
+must react (the team namespace sync; batch and billing will too)
+registers a callback in its `AppConfig.ready()`:
+
+    from gpu_requests import hooks
+    hooks.on_quota_changed(my_callback)     # my_callback(team_id)
+
+The actions here call `hooks.quota_changed(team_id)` inside the transaction
+of the change, and each callback runs right there, in that transaction: it
+records its own follow-up work in the database (an outbox `mark`, one or two
+queries), so the change and the note of what must follow commit or roll back
+together. Anything outside the database (a Celery message, an API call) the
+callback defers with `transaction.on_commit`, as `Outbox.changed` does, so it
+happens only after the commit and never for a rollback. A callback that
+raises rolls the change back: keep them to small database writes.
+
+Events:
+- quota changed: the team's reserved quota changed (approved, activated,
+  revoked, expired, or the team archived);
+- members changed: who belongs to the team changed (the Django admin).
+"""
+
+_quota_changed = []
+_members_changed = []
+
+
+def _register(callbacks, callback):
+    if callback not in callbacks:  # ready() may run twice (tests, reloads)
+        callbacks.append(callback)
+    return callback
+
+
+def on_quota_changed(callback):
+    """Call `callback(team_id)` in the transaction of every change of a team's reserved quota."""
+    return _register(_quota_changed, callback)
+
+
+def on_members_changed(callback):
+    """Call `callback(team_id)` in the transaction of every change of a team's members."""
+    return _register(_members_changed, callback)
+
+
+def quota_changed(team_id):
+    for callback in _quota_changed:
+        callback(team_id)
+
+
+def members_changed(team_id):
+    for callback in _members_changed:
+        callback(team_id)

@@ -1,0 +1,105 @@
+"""Apps import one way (docs/architecture.md): a test walks every module.
+
+Each Django app of the project (a top-level package with an apps.py) is a
+node; an import of one app by another, anywhere in a module (also inside a
+function), is an edge. A circle between apps fails, and so does an import
+against the layers: gpu_requests at the bottom, cluster above it, the rest on
+top.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Lower layers first; an app may import only apps in lower layers. Apps not
+# named here are on top (provisioning, batch, billing, and any new one).
+LAYERS = [{"gpu_requests"}, {"cluster"}]
+
+
+def project_apps():
+    return sorted(path.parent.name for path in ROOT.glob("*/apps.py"))
+
+
+def imported_names(path):
+    """Top-level packages imported by the module at `path`, with the line of each."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name.split(".")[0], node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0], node.lineno
+
+
+def app_imports():
+    """{app: {imported app: "path:line" of the first such import}}."""
+    apps = project_apps()
+    edges = {app: {} for app in apps}
+    for app in apps:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            for name, line in imported_names(path):
+                if name in edges and name != app:
+                    edges[app].setdefault(name, f"{path.relative_to(ROOT)}:{line}")
+    return edges
+
+
+def find_cycle(edges):
+    """One circle of imports between apps, as a list of apps, or None."""
+    state = {}  # app -> "open" while on the path, "done" once fully explored
+
+    def visit(app, path):
+        state[app] = "open"
+        for target in sorted(edges[app]):
+            if state.get(target) == "open":
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                found = visit(target, [*path, target])
+                if found:
+                    return found
+        state[app] = "done"
+        return None
+
+    for app in sorted(edges):
+        if app not in state:
+            found = visit(app, [app])
+            if found:
+                return found
+    return None
+
+
+def layer_of(app):
+    for index, layer in enumerate(LAYERS):
+        if app in layer:
+            return index
+    return len(LAYERS)
+
+
+def test_the_walk_sees_every_app_and_its_imports():
+    edges = app_imports()
+    assert {"gpu_requests", "cluster", "provisioning"} <= set(edges)
+    assert "gpu_requests" in edges["provisioning"]
+    assert "cluster" in edges["provisioning"]
+
+
+def test_no_app_imports_another_that_imports_it_back():
+    edges = app_imports()
+    cycle = find_cycle(edges)
+    where = [edges[a][b] for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
+    assert cycle is None, f"import circle {' -> '.join(cycle)} at {', '.join(where)}"
+
+
+def test_apps_import_only_lower_layers():
+    upward = [
+        f"{app} imports {target} ({where})"
+        for app, targets in app_imports().items()
+        for target, where in targets.items()
+        if layer_of(target) >= layer_of(app)
+        and layer_of(app) < len(LAYERS)  # the top layer's apps may import each other
+    ]
+    assert upward == []
+
+
+def test_a_circle_is_found():
+    edges = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:1"}, "c": {"a": "c.py:1"}, "d": {}}
+    assert find_cycle(edges) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b": ""}, "b": {}}) is None

@@ -20,6 +20,7 @@ from datetime import timedelta
 from django.conf import settings
 
 from billing import prometheus
+from cluster import inventory
 from gpu_requests.models import Flavor
 
 HISTOGRAM_BANDS = 100  # 1 % each
@@ -35,21 +36,26 @@ def _regex(values):
 
 
 def queries(resources, step=None):
-    """The PromQL of one hour, by name, for the sanitised `resources` of the catalog."""
+    """The PromQL of one hour, by name, for the sanitised `resources` of the catalog.
+
+    kube-state-metrics is read with its own label names (scraped with
+    honor_labels, as usual) except `node` (a setting); the exporter's pod and
+    namespace labels are settings, since scraping it without honor_labels
+    renames them `exported_pod` and `exported_namespace`.
+    """
     step = step or settings.PORTAL_BILLING_STEP
     window = f"{step * 1000 - 1}ms"
-    ns = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod = settings.PORTAL_BILLING_LABEL_POD
     node = settings.PORTAL_BILLING_LABEL_NODE
     wanted = _regex(resources)
     return {
         # GPUs requested by running pods, per pod, node and resource.
         "allocation": (
-            f"sum by ({ns}, {pod}, uid, {node}, resource) (last_over_time("
+            f"sum by (namespace, pod, uid, {node}, resource) (last_over_time("
             f'kube_pod_container_resource_requests{{unit="integer",resource=~"{wanted}"}}'
             f"[{window}]))"
-            f" * on ({ns}, {pod}, uid) group_left () "
-            f"(max by ({ns}, {pod}, uid) (last_over_time("
+            " * on (namespace, pod, uid) group_left () "
+            "(max by (namespace, pod, uid) (last_over_time("
             f'kube_pod_status_phase{{phase="Running"}}[{window}])) == 1)'
         ),
         # Engine activity 0-1 of every device a pod holds; GPU_UTIL where the
@@ -66,7 +72,8 @@ def queries(resources, step=None):
         ),
         # Instant, at the hour's end: who owns each pod, and the nodes' labels.
         "owners": (
-            f"max by ({ns}, {pod}, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
+            "max by (namespace, pod, owner_kind, owner_name) "
+            "(last_over_time(kube_pod_owner[1h]))"
         ),
         "node_labels": "last_over_time(kube_node_labels[1h])",
     }
@@ -123,8 +130,9 @@ class Measured:
 
 
 class FlavorResolver:
-    """Which flavor a (resource, node) is: the catalog's resource name, and
-    where flavors share one, the node-selector rule on the node's labels."""
+    """Which flavor a (resource, node) is, by the inventory's one rule
+    (`cluster.inventory.node_serves_flavor`) applied to the node's labels as
+    kube-state-metrics exports them (`label_<sanitised key>`)."""
 
     def __init__(self, flavors, node_labels):
         self.by_resource = defaultdict(list)
@@ -143,15 +151,20 @@ class FlavorResolver:
         candidates = self.by_resource.get(resource, [])
         if len(candidates) <= 1:
             return candidates[0] if candidates else None
-        labels = self.node_labels.get(node, {})
-        for flavor in candidates:
-            selector = flavor.node_selector or {}
-            if selector and all(
-                labels.get("label_" + sanitize(k)) == str(v) for k, v in selector.items()
-            ):
-                return flavor
+        exported = self.node_labels.get(node, {})
+        keys = {key for flavor in candidates for key in (flavor.node_selector or {})}
+        labels = {
+            key: exported["label_" + sanitize(key)]
+            for key in keys
+            if "label_" + sanitize(key) in exported
+        }
+        as_node = {
+            "metadata": {"name": node, "labels": labels},
+            "status": {"allocatable": {candidates[0].resource_name: "1"}},
+        }
+        served = inventory.node_flavors(as_node, candidates)
         # Labels not exported (kube-state-metrics' allowlist): the first flavor.
-        return candidates[0]
+        return served[0] if served else candidates[0]
 
 
 def _device_key(labels):
@@ -189,7 +202,7 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
     node_labels = {s.labels.get(node_label, ""): s.labels for s in answers.get("node_labels", [])}
     resolve = FlavorResolver(flavors, node_labels)
     owners = {
-        (s.labels.get(ns_label, ""), s.labels.get(pod_label, "")): (
+        (s.labels.get("namespace", ""), s.labels.get("pod", "")): (
             s.labels.get("owner_kind", ""),
             s.labels.get("owner_name", ""),
         )
@@ -202,7 +215,7 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
     team, workload, other = defaultdict(Figures), defaultdict(Workload), defaultdict(Figures)
     for series in answers.get("allocation", []):
         labels = series.labels
-        namespace, pod = labels.get(ns_label, ""), labels.get(pod_label, "")
+        namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
         resource = labels.get("resource", "")
         flavor = resolve(resource, labels.get(node_label, ""))
         if flavor is None:

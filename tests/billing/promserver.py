@@ -45,20 +45,15 @@ def load_openmetrics(text, directory):
 
 
 @contextmanager
-def running_prometheus(directory, *, scrape_targets=(), scrape_interval="1s", honor_labels=True):
-    """Start Prometheus on directory/data; yields its base URL, stops it after."""
+def running_prometheus(directory, *, scrape="", scrape_interval="1s"):
+    """Start Prometheus on directory/data, with `scrape` (YAML of scrape_configs
+    items) if given; yields its base URL and stops it after."""
     config = os.path.join(directory, "prometheus.yml")
     with open(config, "w") as handle:
         handle.write(
             f"global: {{scrape_interval: {scrape_interval}, evaluation_interval: 15s}}\n"
-            "scrape_configs:\n"
+            "scrape_configs:\n" + scrape
         )
-        for name, target in scrape_targets:
-            handle.write(
-                f"  - job_name: {name}\n"
-                f"    honor_labels: {'true' if honor_labels else 'false'}\n"
-                f"    static_configs: [{{targets: ['{target}']}}]\n"
-            )
     port = free_port()
     process = subprocess.Popen(
         [

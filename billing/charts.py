@@ -63,7 +63,7 @@ class Chart:
 
 def _short(value):
     value = float(value)
-    return f"{value:,.0f}" if value >= 10 or value.is_integer() else f"{value:,.1f}"
+    return f"{value:,.0f}" if value.is_integer() or value >= 1000 else f"{value:,.1f}"
 
 
 def _every(count, wanted=10):

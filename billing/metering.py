@@ -35,6 +35,9 @@ def _regex(values):
     return "|".join(re.escape(value) for value in sorted(values)) or "^$"
 
 
+OWNERS = "max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
+
+
 def queries(resources, step=None):
     """The PromQL of one hour, by name, for the sanitised `resources` of the catalog.
 
@@ -71,10 +74,7 @@ def queries(resources, step=None):
             f'kube_node_status_allocatable{{resource=~"{wanted}"}}[{window}]))'
         ),
         # Instant, at the hour's end: who owns each pod, and the nodes' labels.
-        "owners": (
-            "max by (namespace, pod, owner_kind, owner_name) "
-            "(last_over_time(kube_pod_owner[1h]))"
-        ),
+        "owners": OWNERS,
         "node_labels": "last_over_time(kube_node_labels[1h])",
     }
 

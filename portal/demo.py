@@ -12,10 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+from billing import demo as billing_demo
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
 WEB_PORT = os.environ.get("PORT", "8000")
 KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
+PROMETHEUS_PORT = os.environ.get("PROMETHEUS_PORT", "9090")
 KUBECONFIG = VAR_DIR / "kubeconfig"
 
 
@@ -30,6 +33,12 @@ def main():
     (VAR_DIR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
+    # Billing's Prometheus (if installed): its settings reach web, worker and beat.
+    billing_env, billing_commands, billing_lines = billing_demo.plan(
+        VAR_DIR, KUBESIM_PORT, PROMETHEUS_PORT
+    )
+    for key, value in billing_env.items():
+        os.environ.setdefault(key, value)
     manage("migrate", "--noinput", "-v0")
     manage("collectstatic", "--noinput", "-v0")
     # Seeding mails reviewers about the demo requests: keep that off the console.
@@ -40,7 +49,9 @@ def main():
         "kubesim": [
             sys.executable, "-m", "kubesim", "--port", KUBESIM_PORT,
             "--state", str(VAR_DIR / "kubesim-state.json"), "--kubeconfig", str(KUBECONFIG),
+            "--dcgm-file-sd", str(VAR_DIR / "dcgm-targets.json"),
         ],
+        **billing_commands,
         "web": [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"],
         "worker": [*celery, "worker", "--loglevel=INFO", "--concurrency=2"],
         "beat": [*celery, "beat", "--loglevel=INFO",
@@ -66,6 +77,7 @@ GPU portal demo is running.
   Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
   Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
+{chr(10).join(billing_lines)}
 
 Press Ctrl-C to stop.
 """,

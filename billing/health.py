@@ -33,13 +33,13 @@ def meaning(code):
     return text, drain
 
 
-def xid_events(hours=24):
+def xid_events(hours=24, at=None):
     """[{node, gpu, instance, code, meaning, drain, namespace, pod}] seen in the
     last `hours`, one per device and pod hit. One instant query."""
     pod = settings.PORTAL_BILLING_LABEL_POD
     namespace = settings.PORTAL_BILLING_LABEL_NAMESPACE
     hostname = settings.PORTAL_BILLING_LABEL_HOSTNAME
-    series = prometheus.query(f"max_over_time(DCGM_FI_DEV_XID_ERRORS[{hours}h]) > 0")
+    series = prometheus.query(f"max_over_time(DCGM_FI_DEV_XID_ERRORS[{hours}h]) > 0", at=at)
     events = []
     for item in series:
         labels = item.labels

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from billing import actions, health, prometheus, reports
@@ -218,7 +219,7 @@ def health_page(request):
     error = None
     events = []
     try:
-        events = health.xid_events()
+        events = health.xid_events(at=timezone.now())
     except prometheus.PrometheusError as exc:
         error = str(exc)
     if not reviewer:

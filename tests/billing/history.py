@@ -17,6 +17,7 @@ class Device:
     instance: int = 0
     fb_mib: int = 4096
     profiling: bool = True  # False: only DCGM_FI_DEV_GPU_UTIL, as without DCP counters
+    xid: object = None  # minute offset -> last XID code (DCGM_FI_DEV_XID_ERRORS)
 
 
 @dataclass
@@ -124,6 +125,8 @@ def openmetrics(nodes, pods, start, end):
                 util = 0 if device.mig_profile else round(value * 100)
                 add("DCGM_FI_DEV_GPU_UTIL", labels, moment, util)
                 add("DCGM_FI_DEV_FB_USED", labels, moment, device.fb_mib)
+                if device.xid is not None:
+                    add("DCGM_FI_DEV_XID_ERRORS", labels, moment, device.xid(index))
     lines = []
     for metric, series in families.items():
         lines.append(f"# TYPE {metric} gauge")
@@ -182,7 +185,14 @@ PODS = [
         1,
         at(10, 0),
         at(11, 0),
-        devices=[Device(3, lambda i: None if 20 <= i < 30 else 0.0, fb_mib=2000)],
+        devices=[
+            Device(
+                3,
+                lambda i: None if 20 <= i < 30 else 0.0,
+                fb_mib=2000,
+                xid=lambda i: 79 if i >= 40 else 0,  # fell off the bus at 10:40
+            )
+        ],
     ),
     # A MIG slice: GPU_UTIL reads 0 there, the profiling field tells the truth.
     Pod(

@@ -150,3 +150,35 @@ def test_a_rate_added_later_reprices_the_hours_it_covers(metered, admin_user):
     actions.add_rate(metered["h100"], H10, price=Decimal("4.50"), by=admin_user)
     assert TeamUsage.objects.get(hour=H10, flavor__slug="h100").price == Decimal("4.5000")
     assert Rate.objects.filter(flavor=metered["h100"]).count() == 2
+
+
+def test_gpu_health_names_the_xid_the_drain_and_the_job_hit(metered, client, admin_user):
+    from billing import health
+
+    (event,) = health.xid_events(at=H11)
+    assert (event["node"], event["gpu"], event["code"]) == ("gpu-a100-0", "3", 79)
+    assert event["meaning"] == "GPU has fallen off the bus" and event["drain"] is True
+    assert (event["namespace"], event["pod"]) == ("vision", "notebook")
+    assert health.xid_events(at=H10) == []
+
+
+def test_gpu_health_page_shows_it_to_admins_and_hides_other_teams_pods(
+    metered, client, admin_user, bob
+):
+    import time_machine
+
+    with time_machine.travel(H11 + timedelta(minutes=5), tick=False):
+        client.force_login(admin_user)
+        page = client.get("/billing/health/").content.decode()
+        assert "GPU has fallen off the bus" in page and "kubectl drain gpu-a100-0" in page
+        assert "vision/notebook" in page
+        client.force_login(bob)
+        page = client.get("/billing/health/").content.decode()
+        assert "GPU has fallen off the bus" in page and "vision/notebook" not in page
+
+
+def test_gpu_health_page_says_when_prometheus_cannot_answer(client, alice, settings):
+    settings.PORTAL_PROMETHEUS_URL = "http://127.0.0.1:9"
+    client.force_login(alice)
+    page = client.get("/billing/health/").content.decode()
+    assert "Prometheus could not be asked" in page

@@ -227,27 +227,30 @@ HOUR = Decimal(3600)
 MONEY = DecimalField(max_digits=20, decimal_places=6)
 
 
-def hours(field):
-    """GPU-hours of a seconds column, summed (an SQL expression)."""
-    return ExpressionWrapper(Coalesce(Sum(field), 0) / Value(HOUR), output_field=MONEY)
+def hours(field, prefix=""):
+    """GPU-hours of a seconds column, summed (an SQL expression). `prefix` reaches
+    the ledger through a relation (e.g. "usage__" from Team)."""
+    column = F(prefix + field) if isinstance(field, str) else field
+    return ExpressionWrapper(Coalesce(Sum(column), 0) / Value(HOUR), output_field=MONEY)
 
 
-def cost_of(field):
+def cost_of(field, prefix=""):
     """Sum(seconds x price) / 3600 for one seconds column."""
-    return ExpressionWrapper(
-        Coalesce(Sum(F(field) * F("price"), output_field=MONEY), Value(Decimal(0))) / Value(HOUR),
-        output_field=MONEY,
-    )
+    return _cost(F(prefix + field), prefix)
 
 
-def cost_expression(mode=None):
+def cost_expression(mode=None, prefix=""):
     """Cost of TeamUsage rows under the charging mode (an aggregate)."""
     mode = mode or settings.PORTAL_BILLING_CHARGE
-    if mode == "allocation":
-        seconds = F("allocated_seconds")
-    else:
-        seconds = F("allocated_seconds") + F("reserved_unallocated_seconds")
+    seconds = F(prefix + "allocated_seconds")
+    if mode != "allocation":
+        seconds = seconds + F(prefix + "reserved_unallocated_seconds")
+    return _cost(seconds, prefix)
+
+
+def _cost(seconds, prefix):
     return ExpressionWrapper(
-        Coalesce(Sum(seconds * F("price"), output_field=MONEY), Value(Decimal(0))) / Value(HOUR),
+        Coalesce(Sum(seconds * F(prefix + "price"), output_field=MONEY), Value(Decimal(0)))
+        / Value(HOUR),
         output_field=MONEY,
     )

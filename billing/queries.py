@@ -11,20 +11,21 @@ from billing.models import FlavorHour, TeamUsage, cost_expression, cost_of, hour
 OTHER_MODE = {"allocation": "reservation", "reservation": "allocation"}
 
 
-def team_figures(mode=None):
+def team_figures(mode=None, prefix=""):
     """Annotations of TeamUsage rows: GPU-hours, cost in the charging mode,
-    and the cost in the other mode (shown beside it)."""
+    and the cost in the other mode (shown beside it). `prefix` reaches the
+    rows through a relation ("usage__" from Team)."""
     mode = mode or settings.PORTAL_BILLING_CHARGE
     return {
-        "allocated_gpu_hours": hours("allocated_seconds"),
-        "active_gpu_hours": hours("active_seconds"),
-        "idle_gpu_hours": hours("idle_seconds"),
-        "unmetered_gpu_hours": hours("unmetered_seconds"),
-        "reserved_gpu_hours": hours("reserved_seconds"),
-        "reserved_unallocated_gpu_hours": hours("reserved_unallocated_seconds"),
-        "idle_cost": cost_of("idle_seconds"),
-        "cost": cost_expression(mode),
-        "other_cost": cost_expression(OTHER_MODE[mode]),
+        "allocated_gpu_hours": hours("allocated_seconds", prefix),
+        "active_gpu_hours": hours("active_seconds", prefix),
+        "idle_gpu_hours": hours("idle_seconds", prefix),
+        "unmetered_gpu_hours": hours("unmetered_seconds", prefix),
+        "reserved_gpu_hours": hours("reserved_seconds", prefix),
+        "reserved_unallocated_gpu_hours": hours("reserved_unallocated_seconds", prefix),
+        "idle_cost": cost_of("idle_seconds", prefix),
+        "cost": cost_expression(mode, prefix),
+        "other_cost": cost_expression(OTHER_MODE[mode], prefix),
     }
 
 

@@ -6,14 +6,15 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import Max, Q
+from django.db.models.functions import ExtractDay, ExtractHour
 from django.utils import timezone
 
 from billing import charts, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
-from gpu_requests.models import Flavor
+from gpu_requests.models import Flavor, Team
 
 CENT = Decimal("0.01")
 TOP_IDLE = 10
@@ -83,29 +84,13 @@ def _sum(rows, key):
     return sum((row[key] for row in rows), Decimal(0))
 
 
-def team_report(team, month):
-    """The team page's figures: seven queries."""
+def team_figures(team, month):
+    """The team page's figures (six queries; no chart geometry)."""
     rows = TeamUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
     by_flavor = list(queries.team_usage(rows, "flavor"))
-    daily = list(queries.team_usage(rows, "day"))
-    totals = {
-        key: _sum(by_flavor, key)
-        for key in (
-            "allocated_gpu_hours",
-            "active_gpu_hours",
-            "idle_gpu_hours",
-            "unmetered_gpu_hours",
-            "reserved_unallocated_gpu_hours",
-            "idle_cost",
-            "cost",
-            "other_cost",
-        )
-    }
+    totals = {key: _sum(by_flavor, key) for key in TOTALS}
     through = metered_through(month)
     budget = Budget.objects.filter(team=team).first()
-    for row in daily:
-        row["label"] = f"{row['day']:%d}"
-    burn = _burn_down(daily, month, budget)
     idle = list(
         queries.workload_usage(
             WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
@@ -117,14 +102,35 @@ def team_report(team, month):
         "totals": totals,
         "forecast": forecast(totals["cost"], month, through),
         "through": through,
-        "daily": daily,
-        "daily_chart": charts.stacked_bars(daily, "label"),
+        "daily": list(queries.team_usage(rows, "day")),
         "budget": budget,
         "budget_state": budget_state(totals["cost"], budget and budget.monthly_amount),
-        "burn_chart": burn,
         "top_idle": idle,
-        "utilisation": workload_utilisation(team, month, idle[:5]),
+        "activity": workload_activity(team, month, idle[:5]),
     }
+
+
+TOTALS = (
+    "allocated_gpu_hours",
+    "active_gpu_hours",
+    "idle_gpu_hours",
+    "unmetered_gpu_hours",
+    "reserved_unallocated_gpu_hours",
+    "idle_cost",
+    "cost",
+    "other_cost",
+)
+
+
+def team_report(team, month):
+    """The team page: its figures, and the geometry of its charts."""
+    report = team_figures(team, month)
+    for row in report["daily"]:
+        row["label"] = f"{row['day']:%d}"
+    report["daily_chart"] = charts.stacked_bars(report["daily"], "label")
+    report["burn_chart"] = _burn_down(report["daily"], month, report["budget"])
+    report["utilisation"] = activity_charts(month, report["activity"])
+    return report
 
 
 def budget_state(spent, amount):
@@ -162,30 +168,38 @@ def _burn_down(daily, month, budget):
     return charts.line_chart(days, lines, settings.PORTAL_CURRENCY, charts.nice_max(peak))
 
 
-def workload_utilisation(team, month, workloads):
-    """Hourly mean engine activity of each of `workloads` over the month (one query)."""
+def workload_activity(team, month, workloads):
+    """{(namespace, kind, name): [hourly mean engine activity in % or None]} over
+    the month for each of `workloads` (one query)."""
     if not workloads:
-        return []
+        return {}
     match = Q()
     for load in workloads:
         match |= Q(namespace=load["namespace"], kind=load["kind"], name=load["name"])
+    # Day and hour as integers from the database: cheaper to load than datetimes.
     points = (
         WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
         .filter(match)
-        .values_list("namespace", "kind", "name", "hour", "activity_mean")
-        .order_by("hour")
+        .annotate(day=ExtractDay("hour", tzinfo=UTC), hour_of_day=ExtractHour("hour", tzinfo=UTC))
+        .values_list("namespace", "kind", "name", "day", "hour_of_day", "activity_mean")
     )
-    hours = [month.start + timedelta(hours=h) for h in range(month.hours)]
-    index = {hour: i for i, hour in enumerate(hours)}
     series = {
-        (load["namespace"], load["kind"], load["name"]): [None] * len(hours) for load in workloads
+        (load["namespace"], load["kind"], load["name"]): [None] * month.hours for load in workloads
     }
-    for namespace, kind, name, hour, activity in points:
+    for namespace, kind, name, day, hour_of_day, activity in points:
         if activity is not None:
-            series[(namespace, kind, name)][index[hour]] = round(activity * 100, 1)
-    labels = [f"{hour:%d}" if hour.hour == 0 else "" for hour in hours]
+            series[(namespace, kind, name)][(day - 1) * 24 + hour_of_day] = round(activity * 100, 1)
+    return series
+
+
+def activity_charts(month, activity):
+    labels = [
+        f"{day:02d}" if hour == 0 else ""
+        for day in range(1, month.hours // 24 + 1)
+        for hour in range(24)
+    ]
     result = []
-    for (namespace, kind, name), values in series.items():
+    for (namespace, kind, name), values in activity.items():
         chart = charts.line_chart(
             labels, [{"label": f"{kind} {name}", "values": values}], "% active", 100
         )
@@ -329,7 +343,7 @@ def idle_hint(team, flavor, now=None, days=30):
 # --- admin ---
 
 TEAM_SORTS = {
-    "team": "team__name",
+    "team": "name",
     "spend": "cost",
     "active": "active_gpu_hours",
     "idle": "idle_gpu_hours",
@@ -340,14 +354,19 @@ TEAM_SORTS = {
 
 
 def admin_teams(month, sort="spend", descending=True):
-    """Every team's month in one query, sorted by a column of TEAM_SORTS."""
+    """Every team's month in one query, sorted by a column of TEAM_SORTS.
+
+    Grouped from Team, so PostgreSQL groups by the team's primary key alone
+    (the other columns depend on it) and hashes 200 groups instead of sorting
+    the month's rows.
+    """
     field = TEAM_SORTS.get(sort, "cost")
     order = f"-{field}" if descending else field
     return list(
-        TeamUsage.objects.filter(hour__gte=month.start, hour__lt=month.end)
-        .values("team_id", "team__slug", "team__name")
-        .annotate(**queries.team_figures(), budget=F("team__budget__monthly_amount"))
-        .order_by(order, "team__name")
+        Team.objects.filter(usage__hour__gte=month.start, usage__hour__lt=month.end)
+        .values("id", "slug", "name")
+        .annotate(**queries.team_figures(prefix="usage__"), budget=Max("budget__monthly_amount"))
+        .order_by(order, "name")
     )
 
 

@@ -165,7 +165,7 @@ def admin_page(request):
     utilisation = reports.utilisation_charts(month)
     table = request.GET.get("export")
     if table == "teams":
-        keys = ["team__slug", *FIGURE_COLUMNS, "budget"]
+        keys = ["slug", *FIGURE_COLUMNS, "budget"]
         return _export(teams, keys, f"teams-{month.label}.csv")
     if table == "totals":
         return _csv(f"cluster-{month.label}.csv", ["line", "value"], sorted(totals.items()))

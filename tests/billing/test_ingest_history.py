@@ -182,3 +182,38 @@ def test_gpu_health_page_says_when_prometheus_cannot_answer(client, alice, setti
     client.force_login(alice)
     page = client.get("/billing/health/").content.decode()
     assert "Prometheus could not be asked" in page
+
+
+def test_the_backfill_command_shows_progress_and_changes_nothing_the_second_time(metered):
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command(
+        "ingest_usage", "--from", "2026-11-02T10:00Z", "--to", "2026-11-02T12:00Z", stdout=out
+    )
+    text = out.getvalue()
+    assert "[###############...............] 1/2 2026-11-02T10:00Z" in text
+    assert "2 hours: 2 changed, 0 unchanged, 0 pending." in text
+    out = io.StringIO()
+    call_command(
+        "ingest_usage", "--from", "2026-11-02T10:00Z", "--to", "2026-11-02T12:00Z", stdout=out
+    )
+    assert "2 hours: 0 changed, 2 unchanged, 0 pending." in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "start, end, message",
+    [
+        ("2026-11-02T10:30Z", "2026-11-02T12:00Z", "on the hour"),
+        ("2026-11-02T10:00", "2026-11-02T12:00Z", "time zone"),
+        ("yesterday", "2026-11-02T12:00Z", "not a date"),
+        ("2026-11-02T12:00Z", "2026-11-02T10:00Z", "after --from"),
+    ],
+)
+def test_the_backfill_command_refuses_bad_ranges(db, start, end, message):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=message):
+        call_command("ingest_usage", "--from", start, "--to", end)

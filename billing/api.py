@@ -20,15 +20,6 @@ from gpu_requests.models import Flavor
 
 AUTH = [TokenAuthentication, SessionAuthentication]
 GROUPS = ("team", "flavor", "day", "workload")
-FIGURES = (
-    "allocated_gpu_hours",
-    "active_gpu_hours",
-    "idle_gpu_hours",
-    "unmetered_gpu_hours",
-    "reserved_unallocated_gpu_hours",
-    "idle_cost",
-    "cost",
-)
 
 
 class UsageQuery(serializers.Serializer):
@@ -116,7 +107,7 @@ def _usage_row(row, currency):
             out[key.removesuffix("__slug")] = value
         elif key.endswith("__name") or key in ("gpus",):
             continue
-        elif key in FIGURES or key == "other_cost":
+        elif key.endswith(("_gpu_hours", "cost")):
             out[key] = str(round(value, 4 if key.endswith("hours") else 2))
         else:
             out[key] = value

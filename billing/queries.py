@@ -9,6 +9,17 @@ from django.db.models.functions import TruncDay
 from billing.models import FlavorHour, TeamUsage, cost_expression, cost_of, hours
 
 OTHER_MODE = {"allocation": "reservation", "reservation": "allocation"}
+# The figures the pages, exports and API show for a team's rows, in that order.
+COLUMNS = (
+    "allocated_gpu_hours",
+    "active_gpu_hours",
+    "idle_gpu_hours",
+    "unmetered_gpu_hours",
+    "reserved_unallocated_gpu_hours",
+    "idle_cost",
+    "cost",
+    "other_cost",
+)
 
 
 def team_figures(mode=None, prefix=""):

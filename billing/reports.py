@@ -88,7 +88,7 @@ def team_figures(team, month):
     """The team page's figures (six queries; no chart geometry)."""
     rows = TeamUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
     by_flavor = list(queries.team_usage(rows, "flavor"))
-    totals = {key: _sum(by_flavor, key) for key in TOTALS}
+    totals = {key: _sum(by_flavor, key) for key in queries.COLUMNS}
     through = metered_through(month)
     budget = Budget.objects.filter(team=team).first()
     idle = list(
@@ -108,18 +108,6 @@ def team_figures(team, month):
         "top_idle": idle,
         "activity": workload_activity(team, month, idle[:5]),
     }
-
-
-TOTALS = (
-    "allocated_gpu_hours",
-    "active_gpu_hours",
-    "idle_gpu_hours",
-    "unmetered_gpu_hours",
-    "reserved_unallocated_gpu_hours",
-    "idle_cost",
-    "cost",
-    "other_cost",
-)
 
 
 def team_report(team, month):

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing import actions, health, prometheus, reports
+from billing import actions, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from gpu_requests import actions as quota_actions
 
@@ -42,16 +42,7 @@ def _csv(filename, header, rows):
     return response
 
 
-FIGURE_COLUMNS = [
-    "allocated_gpu_hours",
-    "active_gpu_hours",
-    "idle_gpu_hours",
-    "unmetered_gpu_hours",
-    "reserved_unallocated_gpu_hours",
-    "idle_cost",
-    "cost",
-    "other_cost",
-]
+FIGURE_COLUMNS = queries.COLUMNS
 
 
 def _export(rows, keys, filename):

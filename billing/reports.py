@@ -10,7 +10,7 @@ from django.db.models import Max, Q
 from django.db.models.functions import ExtractDay, ExtractHour
 from django.utils import timezone
 
-from billing import charts, queries
+from billing import charts, metering, prometheus, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
@@ -244,6 +244,28 @@ def workload_card(team, namespace, kind, name):
     }
     card["hint"] = right_sizing(card, RateCard(), timezone.now())
     return card
+
+
+def recent_chart(namespace, kind, name, now):
+    """The last 24 hours per minute from Prometheus: (chart, None) or (None, error)."""
+    try:
+        points = metering.recent_activity(namespace, kind, name, now)
+    except prometheus.PrometheusError as exc:
+        return None, str(exc)
+    if not points:
+        return None, "No samples for this workload in the last 24 hours."
+    start = now - timedelta(hours=24)
+    values = [None] * (24 * 60 + 1)
+    for timestamp, value in points:
+        values[int((timestamp - start.timestamp()) // 60)] = round(value * 100, 1)
+    labels = [
+        f"{start + timedelta(minutes=m):%H:%M}" if m % 180 == 0 else "" for m in range(len(values))
+    ]
+    chart = charts.line_chart(
+        labels, [{"label": "Engine activity", "values": values}], "% active", 100
+    )
+    chart.x_labels = [(x, label) for x, label in chart.x_labels if label]
+    return chart, None
 
 
 def right_sizing(card, rate_card, now):

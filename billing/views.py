@@ -135,10 +135,17 @@ def workload_page(request, slug, namespace, kind, name):
     card = reports.workload_card(team, namespace, kind, name)
     if card is None:
         raise Http404("No metered usage for this workload.")
+    recent, recent_error = reports.recent_chart(namespace, kind, name, timezone.now())
     return render(
         request,
         "billing/workload.html",
-        {"team": team, "card": card, "currency": settings.PORTAL_CURRENCY},
+        {
+            "team": team,
+            "card": card,
+            "recent": recent,
+            "recent_error": recent_error,
+            "currency": settings.PORTAL_CURRENCY,
+        },
     )
 
 

@@ -164,7 +164,7 @@ PODS = [
     # minutes (active), then just under it (idle).
     Pod(
         "vision",
-        "train-x1",
+        "train-7x2kq",
         "gpu-h100-0",
         "nvidia_com_gpu",
         2,

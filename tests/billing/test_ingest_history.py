@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing import actions, prometheus
+from billing import actions, metering, prometheus
 from billing.models import FlavorHour, IngestedHour, Rate, TeamUsage, WorkloadUsage
 from tests.billing import history
 from tests.billing.history import H10, H11
@@ -217,3 +217,18 @@ def test_the_backfill_command_refuses_bad_ranges(db, start, end, message):
 
     with pytest.raises(CommandError, match=message):
         call_command("ingest_usage", "--from", start, "--to", end)
+
+
+def test_the_report_card_shows_the_last_24_hours_per_minute(metered, client, alice):
+    import time_machine
+
+    actions.ingest_hour(H10)
+    with time_machine.travel(H11 + timedelta(minutes=30), tick=False):
+        client.force_login(alice)
+        page = client.get("/billing/teams/vision/workloads/vision/Job/train/").content.decode()
+    assert 'id="recent-chart"' in page and "Engine activity per minute" in page
+    points = metering.recent_activity("vision", "Job", "train", H11 + timedelta(minutes=30))
+    # 10:30 to 11:15, both GPUs: 0.9 and 0.05, then 0.9 and 0.04 from 10:45.
+    assert len(points) == 45
+    assert points[0][1] == pytest.approx((0.9 + 0.05) / 2)
+    assert points[-1][1] == pytest.approx((0.9 + 0.04) / 2)

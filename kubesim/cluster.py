@@ -137,6 +137,7 @@ def validate(data: dict) -> None:
         if not name or name in seen:
             raise ClusterFileError(f"node pool needs a unique name, got {name!r}")
         seen.add(name)
+        _validate_reclaims(pool)
         gpu = pool.get("gpu")
         if gpu:
             if gpu.get("model") not in GPU_MODELS:
@@ -150,6 +151,22 @@ def validate(data: dict) -> None:
                     f"pool {name}: mig needs profiles or a known config "
                     f"({', '.join(sorted(MIG_CONFIGS))})"
                 )
+
+
+def _validate_reclaims(pool: dict) -> None:
+    """Random spot reclaims: reclaimRatePerHour (and seed, reclaimMode,
+    reclaimGraceSeconds, replacementAfterSeconds) on a pool."""
+    name = pool["name"]
+    for key in ("reclaimRatePerHour", "reclaimGraceSeconds", "replacementAfterSeconds"):
+        value = pool.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ClusterFileError(f"pool {name}: {key} must be a number >= 0, got {value!r}")
+    if pool.get("reclaimMode", "eviction") not in ("eviction", "shutdown"):
+        raise ClusterFileError(f"pool {name}: reclaimMode must be eviction or shutdown")
+    if pool.get("reclaimRatePerHour") and not pool.get("spot"):
+        raise ClusterFileError(f"pool {name}: reclaimRatePerHour needs spot: true")
 
 
 def mig_profiles_per_gpu(mig: dict) -> dict[str, int]:

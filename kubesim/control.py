@@ -18,10 +18,14 @@ import os
 import random
 import threading
 import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler
-from kubesim.errors import AlreadyExists, ApiError, Forbidden, NotFound
+from kubesim import nodes as lifecycle
+from kubesim.clock import format_time, parse_time
+from kubesim.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, NotFound
 from kubesim.exposition import TEXT_CONTENT_TYPE
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,21 @@ FULL_RESYNC = 2.0  # real seconds between full scheduler retries of pending pods
 CREATE_BACKOFF = (0.5, 10.0)  # real seconds: first and longest wait after a FailedCreate
 DEFAULT_CLUSTER = Path(__file__).parent / "clusters" / "demo.yaml"
 SMALL_CLUSTER = str(Path(__file__).parent / "clusters" / "small.yaml")
+
+
+RECLAIM_MODES = ("eviction", "shutdown")
+DEFAULT_RECLAIM_GRACE = 120  # seconds: the notice an AWS spot interruption gives
+DEFAULT_REPLACEMENT_AFTER = 300  # seconds until a random reclaim's replacement joins
+
+
+@dataclass
+class Reclaim:
+    """A spot node on notice: at `deadline` it is gone (and maybe replaced later)."""
+
+    mode: str
+    deadline: datetime
+    returns_after: float | None
+    node: dict
 
 
 def install(sim, cluster_path: str | Path | None = None) -> ControlPlane:
@@ -61,6 +80,14 @@ class ControlPlane:
         self._events: dict[tuple, str] = {}  # (uid, type, reason, message) -> event name
         self._event_ids = itertools.count(1)
         self._random = random.Random()
+        self._reclaims: dict[str, Reclaim] = {}  # node name -> its pending reclaim
+        self._joins: list[tuple[datetime, dict]] = []  # (when, reclaimed node) replacements
+        self._spot_pools: dict[str, dict] = {}  # pool name -> pool with reclaimRatePerHour
+        self._next_reclaim: dict[str, datetime | None] = {}
+        self._next_reclaim_pool: dict[str, str] = {}
+        self._gone: set[str] = set()  # names of reclaimed nodes, never reused
+        self._reclaim_history: list[dict] = []
+        self._started = self.clock.now()  # random reclaims count from here
         self.energy = dcgm.EnergyMeter()
         # --metric-labels-allowlist of the simulated kube-state-metrics.
         self.ksm_allowlist = ksm.DEFAULT_ALLOWLIST
@@ -112,9 +139,13 @@ class ControlPlane:
     # --- setup ---
 
     def load_cluster(self, path: str | Path) -> None:
-        for node in cluster.build_nodes(cluster.load(path)):
+        data = cluster.load(path)
+        for node in cluster.build_nodes(data):
             with contextlib.suppress(AlreadyExists):
                 self.store.create("nodes", None, node)
+        self._spot_pools = {
+            pool["name"]: pool for pool in data["nodePools"] if pool.get("reclaimRatePerHour")
+        }
 
     def install_admission(self) -> None:
         self.store.add_admission("pods", self._admit_pod)
@@ -179,6 +210,8 @@ class ControlPlane:
             self._write_file_sd()
         self.sync_quotas()
         pods, _ = self.store.list_refs("pods")
+        self.sync_nodes(pods)
+        pods, _ = self.store.list_refs("pods")
         self.sync_jobs(pods)
         pods, _ = self.store.list_refs("pods")
         self.sync_scheduler(pods)
@@ -199,13 +232,18 @@ class ControlPlane:
 
     def sync_jobs(self, pods: list[dict]) -> None:
         jobs_list, _ = self.store.list_refs("jobs")
-        if not jobs_list:
-            return
         by_owner: dict[str, list[dict]] = {}
         for pod in pods:
             for ref in pod["metadata"].get("ownerReferences") or ():
                 if ref.get("controller") and ref.get("kind") == "Job":
                     by_owner.setdefault(ref["uid"], []).append(pod)
+        known = {job["metadata"]["uid"] for job in jobs_list}
+        for pod in pods:
+            if jobs.tracked(pod) and not any(r.get("uid") in known for r in _owners(pod)):
+                # The Job is gone: nobody will count the pod, let it go.
+                self._untrack(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if not jobs_list:
+            return
         now = self.clock.now()
         with self.store.lock:
             room, self._room_namespaces = self._room_namespaces, set()
@@ -229,6 +267,8 @@ class ControlPlane:
             self._create_backoff.pop(meta["uid"], None)
             return
         for pod_name in actions.delete:
+            # Pods the controller deletes itself never count as failed.
+            self._untrack(namespace, pod_name)
             self._ignore_missing(self.store.delete, "pods", namespace, pod_name)
             self.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
         for kind, reason, message in actions.events:
@@ -237,6 +277,25 @@ class ControlPlane:
             actions.status["active"] += self._create_pods(job, actions.create)
         if actions.status != (job.get("status") or {}):
             self._write_status("jobs", {**job, "status": actions.status})
+        # Counted in the status just written: now the pods may go.
+        for pod_name in actions.untrack:
+            self._untrack(namespace, pod_name)
+
+    def _untrack(self, namespace: str, name: str) -> None:
+        """Remove the job-tracking finalizer (a deleted pod then disappears)."""
+        with self.store.lock:
+            try:
+                pod = self.store.get_ref("pods", namespace, name)
+            except NotFound:
+                return
+            finalizers = pod["metadata"].get("finalizers") or []
+            if jobs.TRACKING_FINALIZER not in finalizers:
+                return
+            meta = {**pod["metadata"]}
+            meta["finalizers"] = [f for f in finalizers if f != jobs.TRACKING_FINALIZER]
+            if not meta["finalizers"]:
+                del meta["finalizers"]
+            self.store.update("pods", namespace, {**pod, "metadata": meta})
 
     def _create_pods(self, job: dict, count: int) -> int:
         """Create up to `count` pods; stop at the first refusal (e.g. quota), record it
@@ -262,6 +321,256 @@ class ControlPlane:
             self.event(job, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
         self._create_backoff.pop(uid, None)
         return created
+
+    # --- nodes: lifecycle, spot reclaims, taint eviction, pod garbage collection ---
+
+    def sync_nodes(self, pods: list[dict]) -> None:
+        now = self.clock.now()
+        self._advance_spot_capacity(now)
+        nodes, _ = self.store.list_refs("nodes")
+        stamp = format_time(now)
+        by_name = {}
+        for node in nodes:
+            taints = lifecycle.desired_taints(node, stamp)
+            if taints != ((node.get("spec") or {}).get("taints") or []):
+                spec = {k: v for k, v in (node.get("spec") or {}).items() if k != "taints"}
+                if taints:
+                    spec["taints"] = taints
+                node = (
+                    self._ignore_missing(self.store.update, "nodes", None, {**node, "spec": spec})
+                    or node
+                )
+            by_name[node["metadata"]["name"]] = node
+        for pod in pods:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if not node_name:
+                continue
+            try:
+                if node_name not in by_name:
+                    self._collect_orphan(pod, now)
+                else:
+                    self._evict_for_taints(pod, by_name[node_name], now)
+            except ApiError as error:
+                log.debug("node lifecycle of %s: %s", pod["metadata"]["name"], error)
+
+    def _collect_orphan(self, pod: dict, now) -> None:
+        """PodGC: a pod bound to a node that no longer exists fails with DisruptionTarget
+        (DeletionByPodGC) and is deleted at once."""
+        meta = pod["metadata"]
+        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if terminal and meta.get("deletionGracePeriodSeconds") == 0:
+            return  # already deleted; waits for its finalizer
+        if not terminal:
+            status = kubelet.disrupted_status(pod, now, "DeletionByPodGC")
+            self._write_status("pods", {**pod, "status": status})
+        self._ignore_missing(
+            self.store.delete, "pods", meta["namespace"], meta["name"], grace_period_seconds=0
+        )
+
+    def _evict_for_taints(self, pod: dict, node: dict, now) -> None:
+        """The taint eviction controller: NoExecute taints the pod does not tolerate (or
+        tolerates only for tolerationSeconds) delete it, with DisruptionTarget reason
+        DeletionByTaintManager."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp") or not scheduler.is_active(pod):
+            return
+        due = lifecycle.eviction_time(pod, (node.get("spec") or {}).get("taints") or [], now)
+        if due is not None and now >= due:
+            self.store.evict(
+                meta["namespace"],
+                meta["name"],
+                reason="DeletionByTaintManager",
+                message="Taint manager: deleting due to NoExecute taint",
+            )
+            self.event(
+                pod,
+                "Normal",
+                "TaintManagerEviction",
+                f"Marking for deletion Pod {meta['namespace']}/{meta['name']}",
+                component="taint-eviction-controller",
+            )
+
+    def set_node_ready(self, name: str, status: str, reason=None, message=None) -> dict:
+        """POST /_sim/nodes/{name}/condition: the kubelet reports (or stops reporting)."""
+        if status not in lifecycle.READY_REASONS:
+            raise BadRequest(
+                f'status: Unsupported value: "{status}": supported values: '
+                '"True", "False", "Unknown"'
+            )
+        with self.store.lock:
+            node = self.store.get("nodes", None, name)
+            updated = lifecycle.with_ready(node, status, self.clock.timestamp(), reason, message)
+            return self.store.update("nodes", None, updated, subresource="status")
+
+    def reclaim_node(
+        self,
+        name: str,
+        mode: str = "eviction",
+        grace_seconds: float = DEFAULT_RECLAIM_GRACE,
+        returns_after_seconds: float | None = None,
+        *,
+        at: datetime | None = None,
+    ) -> dict:
+        """A spot reclaim. eviction: like a cloud interruption handler, cordon the node
+        and evict its pods through the Eviction API; shutdown: like graceful node
+        shutdown, the node goes NotReady and its pods fail with DisruptionTarget
+        (TerminationByKubelet) when the grace period ends. Either way the node is gone
+        after `grace_seconds`, and a replacement joins `returns_after_seconds` later."""
+        if mode not in RECLAIM_MODES:
+            raise BadRequest(
+                f'mode: Unsupported value: "{mode}": supported values: "eviction", "shutdown"'
+            )
+        at = at or self.clock.now()
+        with self.store.lock:
+            node = self.store.get("nodes", None, name)
+            if name in self._reclaims:
+                raise Conflict(message=f'node "{name}" is already being reclaimed')
+            self._reclaims[name] = Reclaim(
+                mode, at + timedelta(seconds=grace_seconds), returns_after_seconds, node
+            )
+            self._reclaim_history.append(
+                {
+                    "node": name,
+                    "mode": mode,
+                    "at": format_time(at),
+                    "deadline": format_time(self._reclaims[name].deadline),
+                    # Seconds since the control plane started: equal in repeated runs.
+                    "after_seconds": round((at - self._started).total_seconds(), 3),
+                }
+            )
+            if mode == "eviction":
+                node["spec"]["unschedulable"] = True
+                self.store.update("nodes", None, node)
+                self._evict_node(name, grace_seconds)
+            else:
+                self.set_node_ready(name, "False", "KubeletNotReady", "node is shutting down")
+        self.event(
+            node,
+            "Warning",
+            "SpotInterruption",
+            f"Node {name} is being reclaimed ({mode})",
+            component="kubesim",
+        )
+        return {
+            "node": name,
+            "mode": mode,
+            "deadline": format_time(self._reclaims[name].deadline),
+            "returns_at": None
+            if returns_after_seconds is None
+            else format_time(
+                self._reclaims[name].deadline + timedelta(seconds=returns_after_seconds)
+            ),
+        }
+
+    def node_report(self) -> dict:
+        """GET /_sim/nodes: reclaims so far, pending ones, replacements to come and the
+        next random reclaim of every spot node."""
+        with self.store.lock:
+            return {
+                "now": self.clock.timestamp(),
+                "reclaims": list(self._reclaim_history),
+                "pending": [
+                    {"node": n, "mode": r.mode, "deadline": format_time(r.deadline)}
+                    for n, r in sorted(self._reclaims.items())
+                ],
+                "joins": [
+                    {"replaces": node["metadata"]["name"], "at": format_time(when)}
+                    for when, node in sorted(self._joins, key=lambda item: item[0])
+                ],
+                "next_reclaim": {
+                    n: format_time(t) for n, t in sorted(self._next_reclaim.items()) if t
+                },
+            }
+
+    def _evict_node(self, name: str, grace_seconds: float) -> None:
+        pods, _ = self.store.list_refs("pods", field_selector=f"spec.nodeName={name}")
+        for pod in pods:
+            if not scheduler.is_active(pod) or pod["metadata"].get("deletionTimestamp"):
+                continue
+            grace = min(int(grace_seconds), pod["spec"].get("terminationGracePeriodSeconds", 30))
+            self._ignore_missing(
+                self.store.evict,
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                {"gracePeriodSeconds": grace},
+            )
+
+    def _advance_spot_capacity(self, now) -> None:
+        """Reclaim deadlines, replacements joining and random reclaims, one event at a
+        time in sim-time order: after a clock jump the outcome (which nodes go, what the
+        new ones are called) is the same however the control loop's ticks fell."""
+        self._schedule_random_reclaims(self.store.list_refs("nodes")[0])
+        while True:
+            events = [(r.deadline, 0, name) for name, r in self._reclaims.items()]
+            events += [(when, 1, node["metadata"]["name"]) for when, node in self._joins]
+            events += [
+                (due, 2, name)
+                for name, due in self._next_reclaim.items()
+                if due is not None and name not in self._reclaims
+            ]
+            if not events:
+                return
+            when, kind, name = min(events)
+            if when > now:
+                return
+            if kind == 0:
+                self._finish_reclaim(name)
+            elif kind == 1:
+                self._join_replacement(when, name)
+            else:
+                pool = self._spot_pools[self._next_reclaim_pool[name]]
+                self._next_reclaim[name] = None
+                self.reclaim_node(
+                    name,
+                    pool.get("reclaimMode", "eviction"),
+                    float(pool.get("reclaimGraceSeconds", DEFAULT_RECLAIM_GRACE)),
+                    pool.get("replacementAfterSeconds", DEFAULT_REPLACEMENT_AFTER),
+                    at=when,
+                )
+
+    def _finish_reclaim(self, name: str) -> None:
+        reclaim = self._reclaims.pop(name)
+        self._gone.add(name)
+        if reclaim.mode == "shutdown":
+            pods, _ = self.store.list_refs("pods", field_selector=f"spec.nodeName={name}")
+            for pod in pods:
+                if scheduler.is_active(pod):
+                    self.disrupt_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        self._ignore_missing(self.store.delete, "nodes", None, name)
+        self._next_reclaim.pop(name, None)
+        if reclaim.returns_after is not None:
+            when = reclaim.deadline + timedelta(seconds=reclaim.returns_after)
+            self._joins.append((when, reclaim.node))
+
+    def _join_replacement(self, when: datetime, old_name: str) -> None:
+        index = next(
+            i
+            for i, (moment, node) in enumerate(self._joins)
+            if moment == when and node["metadata"]["name"] == old_name
+        )
+        _, old = self._joins.pop(index)
+        taken = {n["metadata"]["name"] for n in self.store.list_refs("nodes")[0]}
+        # A new machine gets a new name (and new GPU UUIDs), as Karpenter's would.
+        name = lifecycle.replacement_name(old_name, taken | self._gone)
+        node = lifecycle.replacement_node(old, name, format_time(when))
+        self.store.create("nodes", None, node)
+        self._schedule_random_reclaims([node], joined=when)
+
+    def _schedule_random_reclaims(self, nodes: list[dict], joined: datetime | None = None):
+        """Spot pools with reclaimRatePerHour lose each node at a seeded random moment."""
+        for node in nodes:
+            name = node["metadata"]["name"]
+            pool_name = (node["metadata"].get("labels") or {}).get("kubesim.io/pool")
+            pool = self._spot_pools.get(pool_name)
+            if pool is None or name in self._next_reclaim:
+                continue
+            self._next_reclaim_pool[name] = pool_name
+            self._next_reclaim[name] = lifecycle.next_reclaim(
+                pool.get("seed", 0),
+                name,
+                joined or self._started,
+                float(pool["reclaimRatePerHour"]),
+            )
 
     def sync_scheduler(self, pods: list[dict]) -> None:
         pending = [
@@ -360,27 +669,49 @@ class ControlPlane:
         nodes = None
         for pod in pods:
             spec, status = pod.get("spec") or {}, pod.get("status") or {}
-            if not spec.get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            if not spec.get("nodeName"):
                 continue
+            if nodes is None:
+                nodes = {n["metadata"]["name"]: n for n in self.store.list_refs("nodes")[0]}
+            node = nodes.get(spec["nodeName"])
+            if node is None or lifecycle.ready_status(node) != "True":
+                continue  # no kubelet answers for this node
             phase = status.get("phase", "Pending")
             try:
-                if phase == "Pending" and not status.get("containerStatuses"):
-                    if nodes is None:
-                        nodes = {n["metadata"]["name"]: n for n in self.store.list_refs("nodes")[0]}
-                    node = nodes.get(spec["nodeName"])
-                    if node:
-                        on_node = [
-                            p
-                            for p in pods
-                            if p["spec"].get("nodeName") == spec["nodeName"]
-                            and p is not pod
-                            and scheduler.is_active(p)
-                        ]
-                        self._start_pod(pod, node, now, on_node)
+                if pod["metadata"].get("deletionTimestamp"):
+                    self._terminate_pod(pod, now)
+                elif phase == "Pending" and not status.get("containerStatuses"):
+                    on_node = [
+                        p
+                        for p in pods
+                        if p["spec"].get("nodeName") == spec["nodeName"]
+                        and p is not pod
+                        and scheduler.is_active(p)
+                    ]
+                    self._start_pod(pod, node, now, on_node)
                 elif phase == "Running":
                     self._advance_pod(pod, now)
             except ApiError as error:
                 log.debug("kubelet on %s: %s", pod["metadata"]["name"], error)
+
+    def _terminate_pod(self, pod: dict, now) -> None:
+        """A deleted pod: its containers are killed when the grace period runs out, then
+        the kubelet confirms the deletion (grace 0), as the real kubelet's status
+        manager does once the containers are gone."""
+        meta = pod["metadata"]
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            if now < parse_time(meta["deletionTimestamp"]):
+                return
+            status = kubelet.killed_status(pod, now)
+            self._write_status("pods", {**pod, "status": status})
+            first = (pod["spec"].get("containers") or [{}])[0].get("name", "")
+            started = kubelet.run_started_at(pod)
+            if started:
+                self._log(pod, kubelet.end_log(pod, started, now, first, 137))
+        if meta.get("deletionGracePeriodSeconds") != 0:
+            self._ignore_missing(
+                self.store.delete, "pods", meta["namespace"], meta["name"], grace_period_seconds=0
+            )
 
     def _start_pod(self, pod: dict, node: dict, now, pods_on_node: list[dict]) -> None:
         if not scheduler.held_device_keys(pod):
@@ -575,6 +906,10 @@ class ControlPlane:
             return fn(*args, **kwargs)
         except NotFound:
             return None
+
+
+def _owners(pod: dict) -> list[dict]:
+    return [r for r in pod["metadata"].get("ownerReferences") or () if r.get("controller")]
 
 
 def _frees_resources(event_type: str, pod: dict) -> bool:

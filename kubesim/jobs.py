@@ -17,6 +17,8 @@ from kubesim.clock import format_time, parse_time
 # Alphabet of the apiserver's generateName suffixes (no vowels, no look-alikes).
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _TERMINAL = ("Complete", "Failed")
+_POD_TERMINAL = ("Succeeded", "Failed")
+TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 
 
 @dataclass
@@ -26,6 +28,7 @@ class Actions:
     delete: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
     delete_job: bool = False
+    untrack: list[str] = field(default_factory=list)  # pods counted now: drop the finalizer
 
 
 def condition(conditions: list[dict], kind: str) -> dict | None:
@@ -109,8 +112,53 @@ def _finish_time(status: dict) -> datetime | None:
     return parse_time(failed["lastTransitionTime"]) if failed else None
 
 
+def _phase(pod: dict) -> str:
+    return (pod.get("status") or {}).get("phase", "Pending")
+
+
+def tracked(pod: dict) -> bool:
+    return TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or ())
+
+
+def terminating(pod: dict) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp")) and _phase(pod) not in _POD_TERMINAL
+
+
+def only_replace_failed(job: dict) -> bool:
+    spec = job.get("spec") or {}
+    return spec.get("podReplacementPolicy") == "Failed" or bool(spec.get("podFailurePolicy"))
+
+
+def _considered_failed(pod: dict, job: dict) -> bool:
+    """The job controller's isPodFailed: a deleted pod counts as failed at once unless
+    the Job waits for pods to reach phase Failed (podReplacementPolicy: Failed, which a
+    podFailurePolicy implies)."""
+    if _phase(pod) == "Failed":
+        return True
+    if only_replace_failed(job):
+        return False
+    return bool(pod["metadata"].get("deletionTimestamp")) and _phase(pod) != "Succeeded"
+
+
+def _finish(status: dict, target: dict, stamp: str, actions: Actions) -> None:
+    """Turn FailureTarget / SuccessCriteriaMet into Failed / Complete."""
+    reason, message = target["reason"], target["message"]
+    if target["type"] == "FailureTarget":
+        _set_condition(status, "Failed", "True", reason, message, stamp)
+        actions.events.append(("Warning", reason, message))
+    else:
+        status["completionTime"] = stamp
+        _set_condition(status, "Complete", "True", reason, message, stamp)
+        actions.events.append(("Normal", "Completed", "Job completed"))
+
+
 def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
-    """Decide the next step for `job`, given the pods it controls (pure)."""
+    """Decide the next step for `job`, given the pods it controls (pure).
+
+    Pods carry the batch.kubernetes.io/job-tracking finalizer until counted: a
+    finished pod is counted once, then its finalizer is removed (Actions.untrack), so
+    counts survive the pod's deletion. Pods the controller deletes itself (suspend,
+    surplus, a finished Job) lose the finalizer first and never count."""
     spec = job.get("spec") or {}
     old_status = job.get("status") or {}
     status = copy.deepcopy(old_status)
@@ -120,32 +168,57 @@ def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
         ttl = spec.get("ttlSecondsAfterFinished")
         finished_at = _finish_time(status)
         expired = ttl is not None and finished_at and now >= finished_at + timedelta(seconds=ttl)
-        return Actions(status=status, delete_job=bool(expired))
+        untrack = [p["metadata"]["name"] for p in pods if tracked(p)]
+        return Actions(status=status, delete_job=bool(expired), untrack=untrack)
 
-    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-    phases = [(p, (p.get("status") or {}).get("phase")) for p in live]
-    active = [p for p, phase in phases if phase not in ("Succeeded", "Failed")]
-    succeeded = [p for p, phase in phases if phase == "Succeeded"]
-    failed_pods = [p for p, phase in phases if phase == "Failed"]
     actions = Actions(status=status)
-
-    failed = 0
+    active = [
+        p
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp") and _phase(p) not in _POD_TERMINAL
+    ]
+    leaving = [p for p in pods if terminating(p)]
+    new_succeeded = new_failed = 0
     fail_job_message = ""
-    for pod in failed_pods:
-        action, message = failure_policy_action(job, pod)
-        if action == "FailJob" and not fail_job_message:
-            fail_job_message = message
-        if action != "Ignore":
-            failed += 1
-    # Counters never go down: pods the user deleted were still counted once.
-    status["succeeded"] = max(len(succeeded), old_status.get("succeeded", 0))
-    status["failed"] = max(failed, old_status.get("failed", 0))
+    for pod in pods:
+        if not tracked(pod):
+            continue  # counted in an earlier sync, or deleted by this controller
+        if _phase(pod) == "Succeeded":
+            new_succeeded += 1
+        elif _considered_failed(pod, job):
+            action, message = failure_policy_action(job, pod)
+            if action == "FailJob" and not fail_job_message:
+                fail_job_message = message
+            if action != "Ignore":
+                new_failed += 1
+        else:
+            continue
+        actions.untrack.append(pod["metadata"]["name"])
+    status["succeeded"] = old_status.get("succeeded", 0) + new_succeeded
+    status["failed"] = old_status.get("failed", 0) + new_failed
     status["ready"] = sum(1 for p in active if _pod_condition(p, "Ready"))
-    status["terminating"] = len(pods) - len(live)
+    status["terminating"] = len(leaving)
     status.setdefault("uncountedTerminatedPods", {})
 
+    conditions = status.get("conditions") or []
+    target = next(
+        (
+            c
+            for c in conditions
+            if c["type"] in ("FailureTarget", "SuccessCriteriaMet") and c["status"] == "True"
+        ),
+        None,
+    )
+    if target:
+        # Decided already: the terminal condition waits until no pod is terminating.
+        actions.delete = [p["metadata"]["name"] for p in active]
+        status["active"] = status["ready"] = 0
+        if not active and not leaving:
+            _finish(status, target, stamp, actions)
+        return actions
+
     suspended = bool(spec.get("suspend"))
-    suspend_condition = condition(status.get("conditions") or [], "Suspended")
+    suspend_condition = condition(conditions, "Suspended")
     was_suspended = bool(suspend_condition and suspend_condition["status"] == "True")
     if suspended:
         actions.delete = [p["metadata"]["name"] for p in active]
@@ -177,31 +250,32 @@ def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
         failure = ("DeadlineExceeded", "Job was active longer than specified deadline")
     elif past_backoff:
         failure = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
-    if failure:
-        reason, message = failure
-        actions.delete = [p["metadata"]["name"] for p in active]
-        status["active"] = 0
-        status["ready"] = 0
-        _set_condition(status, "FailureTarget", "True", reason, message, stamp)
-        _set_condition(status, "Failed", "True", reason, message, stamp)
-        actions.events.append(("Warning", reason, message))
-        return actions
-
     completions = spec.get("completions")
     done = (
         status["succeeded"] >= completions
         if completions is not None
         else status["succeeded"] > 0 and not active
     )
-    if done:
+    if failure or done:
+        if failure:
+            reason, message = failure
+            _set_condition(status, "FailureTarget", "True", reason, message, stamp)
+            # Pods still running when the Job fails count as failed.
+            status["failed"] += len(active)
+        else:
+            reason, message = "CompletionsReached", "Reached expected number of succeeded pods"
+            _set_condition(status, "SuccessCriteriaMet", "True", reason, message, stamp)
         actions.delete = [p["metadata"]["name"] for p in active]
-        status["active"] = 0
-        status["ready"] = 0
-        status["completionTime"] = stamp
-        message = "Reached expected number of succeeded pods"
-        _set_condition(status, "SuccessCriteriaMet", "True", "CompletionsReached", message, stamp)
-        _set_condition(status, "Complete", "True", "CompletionsReached", message, stamp)
-        actions.events.append(("Normal", "Completed", "Job completed"))
+        status["active"] = status["ready"] = 0
+        if not active and not leaving:
+            _finish(
+                status,
+                condition(
+                    status["conditions"], "FailureTarget" if failure else "SuccessCriteriaMet"
+                ),
+                stamp,
+                actions,
+            )
         return actions
 
     parallelism = spec.get("parallelism", 1)
@@ -209,8 +283,10 @@ def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
         wanted = min(parallelism, completions - status["succeeded"])
     else:
         wanted = 0 if status["succeeded"] else parallelism
-    if len(active) < wanted:
-        actions.create = wanted - len(active)
+    # With podReplacementPolicy Failed a terminating pod still holds its place.
+    present = len(active) + (len(leaving) if only_replace_failed(job) else 0)
+    if present < wanted:
+        actions.create = wanted - present
     elif len(active) > wanted:
         actions.delete = [p["metadata"]["name"] for p in active[wanted:]]
     status["active"] = min(len(active), wanted)
@@ -243,6 +319,7 @@ def pod_from_template(job: dict, name: str) -> dict:
             "namespace": job_meta["namespace"],
             "labels": labels,
             "annotations": dict(meta.get("annotations") or {}),
+            "finalizers": [TRACKING_FINALIZER],
             "ownerReferences": [
                 {
                     "apiVersion": "batch/v1",

@@ -19,6 +19,7 @@ import re
 from datetime import datetime, timedelta
 
 from kubesim.clock import format_time, parse_time
+from kubesim.store import DISRUPTION_TARGET, set_pod_condition
 
 PREFIX = "kubesim.io/"
 DEFAULT_DURATION = 180.0
@@ -209,37 +210,45 @@ _DISRUPTION_MESSAGES = {
     "PreemptionByScheduler": "default-scheduler: preempting to accommodate a higher priority pod",
     "DeletionByTaintManager": "Taint manager: deleting due to NoExecute taint",
     "EvictionByEvictionAPI": "Eviction API: evicting",
+    "DeletionByPodGC": "PodGC: node no longer exists",
 }
 
 
-def disrupted_status(pod: dict, now: datetime, reason: str | None = None) -> dict:
-    """A pod killed from outside (spot reclaim, preemption): Failed with DisruptionTarget."""
-    reason = reason or "TerminationByKubelet"
+def killed_status(pod: dict, now: datetime, exit_code: int = 137) -> dict:
+    """Status of a pod whose containers were killed (SIGKILL at the end of a grace
+    period by default): phase Failed, every running container terminated."""
     stamp = format_time(now)
     status = dict(pod.get("status") or {})
     containers = []
     for container in status.get("containerStatuses") or []:
         container = dict(container)
-        running = (container.get("state") or {}).get("running") or {}
-        terminated = _terminated(container, 137, running.get("startedAt", stamp), stamp, "Error")
-        container.update(ready=False, started=False, state={"terminated": terminated})
+        running = (container.get("state") or {}).get("running")
+        if running is not None or not (container.get("state") or {}).get("terminated"):
+            started = (running or {}).get("startedAt", stamp)
+            terminated = _terminated(container, exit_code, started, stamp, "Error")
+            container.update(ready=False, started=False, state={"terminated": terminated})
         containers.append(container)
     status["containerStatuses"] = containers
     status["phase"] = "Failed"
+    kept = [
+        c
+        for c in status.get("conditions") or []
+        if c.get("type") not in ("Ready", "ContainersReady", "PodReadyToStartContainers")
+        and c.get("type") not in ("Initialized", "PodScheduled")
+    ]
+    status["conditions"] = (
+        _conditions(stamp, False, "PodFailed", scheduled_at=_scheduled_at(pod)) + kept
+    )
+    return status
+
+
+def disrupted_status(pod: dict, now: datetime, reason: str | None = None) -> dict:
+    """A pod killed from outside (spot reclaim, preemption): Failed with DisruptionTarget."""
+    reason = reason or "TerminationByKubelet"
+    status = killed_status(pod, now)
     status["reason"] = "Terminated" if reason == "TerminationByKubelet" else reason
     status["message"] = _DISRUPTION_MESSAGES.get(reason, "Pod was disrupted.")
-    conditions = _conditions(stamp, False, "PodFailed", scheduled_at=_scheduled_at(pod))
-    conditions.append(
-        {
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": reason,
-            "message": status["message"],
-            "lastProbeTime": None,
-            "lastTransitionTime": stamp,
-        }
-    )
-    status["conditions"] = conditions
+    set_pod_condition(status, DISRUPTION_TARGET, reason, status["message"], format_time(now))
     return status
 
 

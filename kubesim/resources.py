@@ -49,7 +49,14 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
         ResourceType("nodes", "Node", "", "v1", False, ("no",), ("status",)),
         ResourceType(
-            "pods", "Pod", "", "v1", True, ("po",), ("status", "log"), categories=("all",)
+            "pods",
+            "Pod",
+            "",
+            "v1",
+            True,
+            ("po",),
+            ("status", "log", "eviction"),
+            categories=("all",),
         ),
         ResourceType("events", "Event", "", "v1", True, ("ev",)),
         ResourceType("resourcequotas", "ResourceQuota", "", "v1", True, ("quota",), ("status",)),

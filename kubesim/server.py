@@ -6,6 +6,7 @@ thread, which is plenty for tests and the benchmark's handful of clients.
 
 import contextlib
 import json
+import re
 import socket
 import sys
 import time
@@ -245,6 +246,10 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/_sim/compact" and method == "POST":
             sim.store.compact()
             self._send_json(200, {"resourceVersion": sim.store.resource_version})
+        elif path == "/_sim/nodes" and method == "GET" and getattr(sim, "control_plane", None):
+            self._send_json(200, sim.control_plane.node_report())
+        elif path.startswith("/_sim/nodes/") and method == "POST":
+            self._send_json(200, _node_admin(sim, path, body))
         else:
             raise NotFound(message=f"no such admin endpoint: {method} {path}")
 
@@ -429,6 +434,8 @@ class Handler(BaseHTTPRequestHandler):
                     ),
                 )
             return self._send_json(200, obj)
+        if method == "POST" and subresource == "eviction":
+            return self._evict(namespace, name)
         if method == "POST" and name is None:
             body = self._object_body(rtype, namespace, None, query)
             created = store.create(
@@ -454,6 +461,7 @@ class Handler(BaseHTTPRequestHandler):
             orphan = query.get("orphanDependents") or options.get("orphanDependents")
             if policy is None and orphan in (True, "true"):
                 policy = "Orphan"
+            grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
             if name is None:
                 deleted = store.delete_collection(
                     rtype.plural,
@@ -461,6 +469,7 @@ class Handler(BaseHTTPRequestHandler):
                     label_selector=query.get("labelSelector"),
                     field_selector=query.get("fieldSelector"),
                     propagation_policy=policy,
+                    grace_period_seconds=grace,
                 )
                 return self._send_json(
                     200,
@@ -478,9 +487,21 @@ class Handler(BaseHTTPRequestHandler):
                 propagation_policy=policy,
                 dry_run=dry_run,
                 preconditions=options.get("preconditions"),
+                grace_period_seconds=grace,
             )
             return self._send_json(200, deleted)
         raise MethodNotAllowed()
+
+    def _evict(self, namespace: str, name: str) -> None:
+        """policy/v1 Eviction: no PodDisruptionBudgets exist here, so it is always allowed."""
+        body = self._body()
+        if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction":
+            raise BadRequest("the body of the request was not a policy/v1 Eviction")
+        if (body.get("metadata") or {}).get("name") != name:
+            raise BadRequest("name in URL does not match name in Eviction object")
+        self.sim.store.evict(namespace, name, body.get("deleteOptions"))
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+        self._send_json(201, status | {"code": 201})
 
     def _wants_table(self) -> bool:
         return "as=Table" in (self.headers.get("Accept") or "")
@@ -609,6 +630,48 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+_NODE_ADMIN = re.compile(r"^/_sim/nodes/([^/]+)/(reclaim|condition|gpus/(\d+)/xid)$")
+
+
+def _node_admin(sim, path: str, body) -> dict:
+    """POST /_sim/nodes/{name}/reclaim | condition | gpus/{index}/xid."""
+    match = _NODE_ADMIN.match(path)
+    plane = getattr(sim, "control_plane", None)
+    if not match or plane is None:
+        raise NotFound(message=f"no such admin endpoint: POST {path}")
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    name, action, gpu = match.groups()
+    if action == "reclaim":
+        unknown = set(body) - {"mode", "grace_seconds", "returns_after_seconds"}
+        if unknown:
+            raise BadRequest(f"unknown field {sorted(unknown)[0]!r}")
+        returns = body.get("returns_after_seconds")
+        return plane.reclaim_node(
+            name,
+            body.get("mode", "eviction"),
+            _seconds(body, "grace_seconds", 120),
+            None if returns is None else _seconds(body, "returns_after_seconds", 0),
+        )
+    if action == "condition":
+        if body.get("type", "Ready") != "Ready":
+            raise BadRequest('type: Unsupported value: only "Ready" can be set')
+        status = body.get("status")
+        node = plane.set_node_ready(name, str(status), body.get("reason"), body.get("message"))
+        return {"node": name, "conditions": node["status"]["conditions"]}
+    code = body.get("code")
+    if isinstance(code, bool) or not isinstance(code, int) or not 0 < code < 1000:
+        raise BadRequest("code: must be an XID number between 1 and 999")
+    return plane.inject_xid(name, int(gpu), code)
+
+
+def _seconds(body: dict, field: str, default) -> float:
+    value = body.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10**7:
+        raise BadRequest(f"{field}: must be a number of seconds between 0 and 10000000")
+    return float(value)
+
+
 def _exists(store, rtype, namespace, name) -> bool:
     try:
         store.get_ref(rtype.plural, namespace, name)
@@ -643,16 +706,17 @@ def _resource_list(group_version: str) -> dict:
             }
         )
         for sub in rtype.subresources:
-            verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
-            resources.append(
-                {
-                    "name": f"{rtype.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": rtype.namespaced,
-                    "kind": "Pod" if sub == "log" else rtype.kind,
-                    "verbs": verbs,
-                }
-            )
+            entry = {
+                "name": f"{rtype.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rtype.namespaced,
+                "kind": "Pod" if sub == "log" else rtype.kind,
+                "verbs": ["get"] if sub == "log" else ["get", "patch", "update"],
+            }
+            if sub == "eviction":
+                # kubectl drain looks for this entry to choose the policy/v1 Eviction API.
+                entry.update(group="policy", version="v1", kind="Eviction", verbs=["create"])
+            resources.append(entry)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

@@ -10,9 +10,10 @@ import random
 import threading
 import uuid
 from collections import defaultdict, deque
+from datetime import timedelta
 
 from . import patch as patching
-from .clock import Clock
+from .clock import Clock, format_time
 from .errors import AlreadyExists, BadRequest, Conflict, Expired, NotFound
 from .resources import RESOURCES, ResourceType, apply_defaults, builtin_cluster_roles
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector
@@ -270,7 +271,11 @@ class Store:
         propagation_policy: str | None = None,
         dry_run: bool = False,
         preconditions: dict | None = None,
+        grace_period_seconds: int | None = None,
     ) -> dict:
+        """Delete now, or mark for deletion: a scheduled, running pod gets a grace
+        period (its kubelet finishes the deletion) and an object with finalizers stays
+        until they are removed, as the apiserver's graceful delete does."""
         rtype = resource_type(resource)
         with self.lock:
             old = self.get_ref(resource, namespace, name)
@@ -287,7 +292,7 @@ class Store:
                 raise Conflict(resource=resource, group=rtype.group, name=name)
             if dry_run:
                 return copy_json(old)
-            return self._delete(rtype, old, propagation_policy)
+            return self._delete(rtype, old, propagation_policy, grace_period_seconds)
 
     def delete_collection(
         self,
@@ -297,13 +302,43 @@ class Store:
         label_selector=None,
         field_selector=None,
         propagation_policy=None,
+        grace_period_seconds=None,
     ):
         rtype = resource_type(resource)
         with self.lock:
             objs, _ = self.list_refs(
                 resource, namespace, label_selector=label_selector, field_selector=field_selector
             )
-            return [self._delete(rtype, o, propagation_policy) for o in objs]
+            return [self._delete(rtype, o, propagation_policy, grace_period_seconds) for o in objs]
+
+    def evict(
+        self,
+        namespace: str,
+        name: str,
+        delete_options: dict | None = None,
+        *,
+        reason: str = "EvictionByEvictionAPI",
+        message: str = "Eviction API: evicting",
+    ) -> None:
+        """POST pods/{name}/eviction: with no PodDisruptionBudget in the way, the pod
+        gets the DisruptionTarget condition and is deleted with the eviction's options.
+        (The taint eviction controller does the same with its own reason.)"""
+        delete_options = delete_options or {}
+        with self.lock:
+            pod = self.get_ref("pods", namespace, name)
+            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                status = copy_json(pod.get("status") or {})
+                set_pod_condition(
+                    status, DISRUPTION_TARGET, reason, message, self.clock.timestamp()
+                )
+                self.update("pods", namespace, {**pod, "status": status}, subresource="status")
+            self.delete(
+                "pods",
+                namespace,
+                name,
+                preconditions=delete_options.get("preconditions"),
+                grace_period_seconds=delete_options.get("gracePeriodSeconds"),
+            )
 
     # --- watch ---
 
@@ -440,6 +475,7 @@ class Store:
             "namespace",
             "name",
             "deletionTimestamp",
+            "deletionGracePeriodSeconds",
             "generation",
         ):
             if server_owned in old_meta:
@@ -481,6 +517,8 @@ class Store:
         if dry_run:
             return new
         self._commit(rtype, new, old, "ADDED" if old is None else "MODIFIED")
+        if old is not None and _deletion_finished(new):
+            self._commit(rtype, None, new, "DELETED")
         return copy_json(new)
 
     def _commit(
@@ -511,7 +549,10 @@ class Store:
         for subscriber in self._subscribers:
             subscriber(event_type, rtype.plural, target)
 
-    def _delete(self, rtype: ResourceType, obj: dict, policy: str | None) -> dict:
+    def _delete(self, rtype: ResourceType, obj: dict, policy: str | None, grace=None) -> dict:
+        grace = _grace_period(rtype, obj, grace)
+        if grace or obj["metadata"].get("finalizers"):
+            return self._mark_deleted(rtype, obj, grace)
         if rtype.plural == "namespaces":
             namespace = obj["metadata"]["name"]
             for other in RESOURCES.values():
@@ -549,6 +590,23 @@ class Store:
         self._commit(rtype, None, obj, "DELETED")
         return deleted
 
+    def _mark_deleted(self, rtype: ResourceType, obj: dict, grace: int) -> dict:
+        """Set deletionTimestamp (now + grace) instead of removing the object; a second
+        delete may only shorten the grace period."""
+        meta = obj["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        if meta.get("deletionTimestamp") and current is not None and current <= grace:
+            return copy_json(obj)
+        marked = copy_json(obj)
+        marked["metadata"]["deletionTimestamp"] = format_time(
+            self.clock.now() + timedelta(seconds=grace)
+        )
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._commit(rtype, marked, obj, "MODIFIED")
+        if _deletion_finished(marked):
+            self._commit(rtype, None, marked, "DELETED")
+        return copy_json(marked)
+
     def _dependents(self, owner: dict):
         uid = owner["metadata"]["uid"]
         namespace = owner["metadata"].get("namespace")
@@ -559,6 +617,53 @@ class Store:
                 refs = obj["metadata"].get("ownerReferences") or ()
                 if any(r.get("uid") == uid for r in refs):
                     yield rtype, obj
+
+
+def _grace_period(rtype: ResourceType, obj: dict, requested) -> int:
+    """Seconds a delete waits: only pods have one (the apiserver's CheckGracefulDelete);
+    a pod that never ran on a node or has already ended goes at once."""
+    if rtype.plural != "pods":
+        return 0
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if requested is None:
+        requested = spec.get("terminationGracePeriodSeconds", 30)
+    try:
+        period = int(requested)
+    except (TypeError, ValueError):
+        raise BadRequest(f"invalid gracePeriodSeconds: {requested!r}") from None
+    return 1 if period < 0 else period
+
+
+def _deletion_finished(obj: dict) -> bool:
+    """A deleted object goes once its finalizers are gone (and, for a pod, once its
+    kubelet confirmed with a zero grace period)."""
+    meta = obj["metadata"]
+    return bool(
+        meta.get("deletionTimestamp")
+        and not meta.get("finalizers")
+        and not meta.get("deletionGracePeriodSeconds")
+    )
+
+
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def set_pod_condition(status: dict, kind: str, reason: str, message: str, stamp: str) -> None:
+    """Add or replace a True pod condition."""
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != kind]
+    conditions.append(
+        {
+            "type": kind,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": stamp,
+        }
+    )
+    status["conditions"] = conditions
 
 
 def _same(old: dict, new: dict) -> bool:

@@ -80,6 +80,10 @@ def test_mig_devices_spread_over_physical_gpus():
         ("nodePools: [{name: a, gpu: {model: V100}}]", "unknown gpu.model 'V100'"),
         ("nodePools: [{name: a}, {name: a}]", "unique name"),
         ("nodePools: [{name: a, gpu: {model: L4, mig: {config: nope}}}]", "known config"),
+        ("nodePools: [{name: a, spot: true, reclaimRatePerHour: -1}]", "reclaimRatePerHour"),
+        ("nodePools: [{name: a, spot: true, reclaimGraceSeconds: soon}]", "reclaimGrace"),
+        ("nodePools: [{name: a, spot: true, reclaimMode: nuke}]", "eviction or shutdown"),
+        ("nodePools: [{name: a, reclaimRatePerHour: 1}]", "needs spot: true"),
     ],
 )
 def test_bad_cluster_files_are_refused_with_a_reason(text, error):
@@ -103,4 +107,8 @@ def test_the_strict_client_parses_every_node_over_http(tmp_path):
     assert gpu.metadata.labels["team"] == "vision"
     assert gpu.status.node_info.kubelet_version == cluster.DEFAULT_KUBELET_VERSION
     assert {c.type: c.status for c in gpu.status.conditions}["Ready"] == "True"
-    assert nodes[0].spec.unschedulable and not nodes[0].spec.taints
+    assert nodes[0].spec.unschedulable
+    # The node lifecycle controller taints a cordoned node.
+    assert [(t.key, t.effect) for t in nodes[0].spec.taints] == [
+        ("node.kubernetes.io/unschedulable", "NoSchedule")
+    ]

@@ -101,6 +101,8 @@ def test_on_failure_restarts_count_toward_backoff(k):
             )
         )
     assert pod.spec.restart_policy == "OnFailure"
+    wait_for(lambda: condition(read(k, ns, "flaky"), "FailureTarget"))
+    k.advance(31)  # the Failed condition waits for the pod's grace period
     failed = wait_for(lambda: condition(read(k, ns, "flaky"), "Failed"))
     assert failed.reason == "BackoffLimitExceeded"
 
@@ -111,6 +113,12 @@ def test_the_deadline_fails_the_job_and_deletes_its_pods(k):
     k.batch.create_namespaced_job(ns, manifest)
     running(k, ns, "slow")
     k.advance(121)
+    target = wait_for(lambda: condition(read(k, ns, "slow"), "FailureTarget"))
+    assert target.reason == "DeadlineExceeded"
+    # Failed waits until the pod it deleted has terminated, as since Kubernetes 1.31.
+    terminating = wait_for(lambda: read(k, ns, "slow").status.terminating)
+    assert terminating == 1 and not condition(read(k, ns, "slow"), "Failed")
+    k.advance(31)
     failed = wait_for(lambda: condition(read(k, ns, "slow"), "Failed"))
     assert failed.reason == "DeadlineExceeded"
     assert failed.message == "Job was active longer than specified deadline"
@@ -132,7 +140,13 @@ def test_suspend_deletes_pods_and_resume_resets_the_start_time(k):
     first_start = read(k, ns, "window").status.start_time
     k.advance(300)
     k.batch.patch_namespaced_job("window", ns, {"spec": {"suspend": True}})
+    (leaving,) = wait_for(
+        lambda: pods_of(k, ns, "window")[0].metadata.deletion_timestamp and pods_of(k, ns, "window")
+    )
+    assert leaving.metadata.finalizers is None  # deleted by the controller: never counted
+    k.advance(31)
     wait_for(lambda: not pods_of(k, ns, "window"))
+    assert not read(k, ns, "window").status.failed
     assert condition(read(k, ns, "window"), "Suspended").status == "True"
 
     k.advance(3600)  # suspended time does not count against the deadline
@@ -143,6 +157,8 @@ def test_suspend_deletes_pods_and_resume_resets_the_start_time(k):
     assert resumed.status.start_time >= first_start + timedelta(seconds=3900)
     assert not condition(resumed, "Failed")
     k.advance(601)
+    wait_for(lambda: condition(read(k, ns, "window"), "FailureTarget"))
+    k.advance(31)
     failed = wait_for(lambda: condition(read(k, ns, "window"), "Failed"))
     assert failed.reason == "DeadlineExceeded"
 

@@ -91,6 +91,11 @@ def test_pending_pods_schedule_once_gpus_free_up(k):
     k.core.create_namespaced_pod(ns, pod("waiter", 1, node_selector=selector))
     failed_scheduling(k, ns, "waiter")
     k.core.delete_namespaced_pod("holder", ns)
+    # A terminating pod keeps its GPUs until its grace period (30 s) is over.
+    terminating = k.core.read_namespaced_pod("holder", ns)
+    assert terminating.metadata.deletion_grace_period_seconds == 30
+    assert k.core.read_namespaced_pod("waiter", ns).spec.node_name is None
+    k.advance(31)
     assert node_of(k, ns, "waiter") == "gpu-h100-0"
 
 

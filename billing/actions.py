@@ -27,7 +27,7 @@ from billing.models import (
     WorkloadUsage,
     mig_fraction,
 )
-from billing.rates import RateCard
+from billing.rates import RateCard, blend, blended_expression
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning.manifests import namespace_name
@@ -104,6 +104,11 @@ def _rows(hour, measured, flavors, card):
     reserved = reserved_seconds(hour)
     set_aside = batch_set_aside_seconds(hour)
     prices = {flavor.pk: card.price(flavor.pk, hour) for flavor in flavors}
+    factor = settings.PORTAL_BILLING_SPOT_FACTOR
+
+    def price(flavor_id, figures):
+        return blend(prices[flavor_id], figures.spot, figures.allocated, factor)
+
     team_rows = []
     for key in sorted(set(measured.team) | set(reserved)):
         team_id, flavor_id = key
@@ -118,9 +123,10 @@ def _rows(hour, measured, flavors, card):
                 active_seconds=figures.active,
                 idle_seconds=figures.idle,
                 unmetered_seconds=figures.unmetered,
+                spot_seconds=figures.spot,
                 reserved_seconds=held,
                 reserved_unallocated_seconds=max(held - figures.allocated, 0),
-                price=prices[flavor_id],
+                price=price(flavor_id, figures),
             )
         )
     workload_rows = [
@@ -139,7 +145,8 @@ def _rows(hour, measured, flavors, card):
             activity_mean=load.activity_mean,
             activity_histogram=load.histogram,
             fb_peak_mib=None if load.fb_peak is None else int(load.fb_peak),
-            price=prices[flavor_id],
+            spot_seconds=load.spot,
+            price=price(flavor_id, load),
         )
         for (team_id, namespace, kind, name, flavor_id), load in sorted(measured.workload.items())
     ]
@@ -148,17 +155,19 @@ def _rows(hour, measured, flavors, card):
         mine = [row for row in team_rows if row.flavor_id == flavor.pk]
         other = measured.other.get(flavor.pk, metering.Figures())
         capacity = measured.capacity.get(flavor.pk, flavor.capacity * 3600)
+        spot = measured.spot_capacity.get(flavor.pk, 0)
         row = FlavorHour(
             hour=hour,
             flavor_id=flavor.pk,
             capacity_seconds=capacity,
+            spot_capacity_seconds=spot,
             reserved_seconds=sum(r.reserved_seconds for r in mine),
             team_allocated_seconds=sum(r.allocated_seconds for r in mine),
             team_reserved_unallocated_seconds=sum(r.reserved_unallocated_seconds for r in mine),
             other_allocated_seconds=other.allocated,
             batch_set_aside_unused_seconds=set_aside.get(flavor.pk, 0),
             active_seconds=sum(r.active_seconds for r in mine) + other.active,
-            price=prices[flavor.pk],
+            price=blend(prices[flavor.pk], spot, capacity, factor),
         )
         row.unreserved_seconds = capacity - (
             row.team_allocated_seconds
@@ -328,6 +337,7 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
 def reprice_from(start):
     """Set the ledger's prices from `start` on to the rate card's (per flavor and rate span)."""
     card = RateCard()
+    factor = settings.PORTAL_BILLING_SPOT_FACTOR
     for flavor_id in card.flavors:
         later = {r.effective_from for rates in card.rates.values() for r in rates}
         boundaries = sorted({start} | {moment for moment in later if moment > start})
@@ -336,8 +346,14 @@ def reprice_from(start):
             span = Q(flavor_id=flavor_id, hour__gte=begin)
             if end is not None:
                 span &= Q(hour__lt=end)
-            for model in (TeamUsage, WorkloadUsage, FlavorHour):
-                model.objects.filter(span).exclude(price=price).update(price=price)
+            for model, spot, seconds in (
+                (TeamUsage, "spot_seconds", "allocated_seconds"),
+                (WorkloadUsage, "spot_seconds", "allocated_seconds"),
+                (FlavorHour, "spot_capacity_seconds", "capacity_seconds"),
+            ):
+                model.objects.filter(span).update(
+                    price=blended_expression(price, spot, seconds, factor)
+                )
 
 
 # --- budgets ---

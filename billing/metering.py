@@ -106,6 +106,7 @@ class Figures:
     active: int = 0
     idle: int = 0
     unmetered: int = 0
+    spot: int = 0  # of allocated, on spot nodes
 
 
 @dataclass
@@ -127,6 +128,7 @@ class Measured:
     workload: dict  # (team_id, namespace, kind, name, flavor_id) -> Workload
     other: dict  # flavor_id -> Figures (namespaces of no team)
     capacity: dict  # flavor_id -> GPU-seconds (only flavors with node series)
+    spot_capacity: dict = field(default_factory=dict)  # flavor_id -> of those, on spot nodes
 
 
 class FlavorResolver:
@@ -146,6 +148,11 @@ class FlavorResolver:
         if key not in self.cache:
             self.cache[key] = self._resolve(resource, node)
         return self.cache[key]
+
+    def is_spot(self, node):
+        exported = self.node_labels.get(node, {})
+        labels = {key: exported.get("label_" + sanitize(key), "") for key in inventory.SPOT_LABELS}
+        return inventory.is_spot({"metadata": {"labels": labels}})
 
     def _resolve(self, resource, node):
         candidates = self.by_resource.get(resource, [])
@@ -217,9 +224,11 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
         labels = series.labels
         namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
         resource = labels.get("resource", "")
-        flavor = resolve(resource, labels.get(node_label, ""))
+        node = labels.get(node_label, "")
+        flavor = resolve(resource, node)
         if flavor is None:
             continue
+        spot = resolve.is_spot(node)
         time_sliced = flavor.sharing == Flavor.Sharing.TIME_SLICED
         devices = _devices(activity, namespace, pod, resource)
         memories = _devices(framebuffer, namespace, pod, resource)
@@ -258,6 +267,8 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
                 target.active += figures[1]
                 target.idle += figures[2]
                 target.unmetered += unmetered
+                if spot:
+                    target.spot += figures[0]
             if load is None:
                 continue
             load.gpus = max(load.gpus, requested)
@@ -270,12 +281,16 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
             if used:
                 load.fb_peak = max(load.fb_peak or 0.0, max(used))
 
-    capacity = defaultdict(int)
+    capacity, spot_capacity = defaultdict(int), defaultdict(int)
     for series in answers.get("capacity", []):
-        flavor = resolve(series.labels.get("resource", ""), series.labels.get(node_label, ""))
+        node = series.labels.get(node_label, "")
+        flavor = resolve(series.labels.get("resource", ""), node)
         if flavor is not None:
-            capacity[flavor.pk] += int(sum(value for _, value in series.points) * step)
-    return Measured(dict(team), dict(workload), dict(other), dict(capacity))
+            seconds = int(sum(value for _, value in series.points) * step)
+            capacity[flavor.pk] += seconds
+            if resolve.is_spot(node):
+                spot_capacity[flavor.pk] += seconds
+    return Measured(dict(team), dict(workload), dict(other), dict(capacity), dict(spot_capacity))
 
 
 def activity_band(reading):

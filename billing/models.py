@@ -144,7 +144,10 @@ class UsageFigures(models.Model):
     active_seconds = models.BigIntegerField(default=0)
     idle_seconds = models.BigIntegerField(default=0)
     unmetered_seconds = models.BigIntegerField(default=0)
-    # Price per GPU-hour in force for this hour (rate card; MIG derived).
+    # Of allocated, on spot nodes: priced with PORTAL_BILLING_SPOT_FACTOR.
+    spot_seconds = models.BigIntegerField(default=0)
+    # Price per GPU-hour for this hour: the rate card's (MIG derived), blended
+    # with the spot factor by the share of spot time (rates.blend).
     price = models.DecimalField(max_digits=12, decimal_places=4)
 
     class Meta:
@@ -207,6 +210,7 @@ class FlavorHour(models.Model):
     hour = models.DateTimeField()
     flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
     capacity_seconds = models.BigIntegerField(default=0)
+    spot_capacity_seconds = models.BigIntegerField(default=0)
     reserved_seconds = models.BigIntegerField(default=0)
     team_allocated_seconds = models.BigIntegerField(default=0)
     team_reserved_unallocated_seconds = models.BigIntegerField(default=0)

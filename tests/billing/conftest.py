@@ -49,7 +49,15 @@ def catalog(db):
         price_per_gpu_hour=Decimal("0.1000"),
         capacity=4,
     )
-    return {"h100": h100, "a100": a100, "mig": mig, "t4": t4}
+    l4 = FlavorFactory(
+        slug="l4",
+        name="L4 24GB (spot)",
+        gpu_model="NVIDIA-L4",
+        memory_gb=24,
+        price_per_gpu_hour=Decimal("1.0000"),
+        capacity=2,
+    )
+    return {"h100": h100, "a100": a100, "mig": mig, "t4": t4, "l4": l4}
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ class Node:
     name: str
     product: str
     allocatable: dict  # sanitised resource -> devices
+    labels: dict = field(default_factory=dict)  # more exported labels: label_* -> value
 
 
 def minutes(start, end):
@@ -66,7 +67,8 @@ def openmetrics(nodes, pods, start, end):
         for moment in minutes(start, end):
             add(
                 "kube_node_labels",
-                [("node", node.name), ("label_nvidia_com_gpu_product", node.product)],
+                [("node", node.name), ("label_nvidia_com_gpu_product", node.product)]
+                + sorted(node.labels.items()),
                 moment,
                 1,
             )
@@ -157,6 +159,12 @@ NODES = [
     Node("gpu-a100-0", "NVIDIA-A100-SXM4-80GB", {"nvidia_com_gpu": 8}),
     Node("gpu-mig-0", "NVIDIA-A100-SXM4-80GB", {"nvidia_com_mig_3g_40gb": 2}),
     Node("gpu-t4-0", "Tesla-T4-SHARED", {"nvidia_com_gpu_shared": 4}),
+    Node(
+        "gpu-l4-0",
+        "NVIDIA-L4",
+        {"nvidia_com_gpu": 2},
+        labels={"label_karpenter_sh_capacity_type": "spot"},
+    ),
 ]
 
 PODS = [
@@ -222,6 +230,18 @@ PODS = [
         )
         for n in (1, 2)
     ],
+    # Spot capacity: priced with the spot factor.
+    Pod(
+        "nlp",
+        "eval-2k4mz",
+        "gpu-l4-0",
+        "nvidia_com_gpu",
+        1,
+        at(10, 0),
+        at(11, 0),
+        devices=[Device(0, constant(0.7))],
+        owner=("Job", "eval"),
+    ),
     # A namespace of no team: the platform's "other" line.
     Pod(
         "kube-system",

@@ -29,6 +29,7 @@ def prometheus_url():
 def metered(settings, prometheus_url, catalog, vision, nlp, alice, bob, admin_user, grant):
     settings.PORTAL_PROMETHEUS_URL = prometheus_url
     settings.PORTAL_BILLING_STEP = 60
+    settings.PORTAL_BILLING_SPOT_FACTOR = Decimal("0.4")
     grant(vision, catalog["h100"], 4, H10, H10 + timedelta(hours=2), alice)
     actions.add_rate(catalog["h100"], H11, price=Decimal("5.00"), by=admin_user)
     actions.add_rate(
@@ -60,6 +61,7 @@ def test_it_meters_an_hour_exactly(metered, vision, nlp):
         ("vision", "a100"),
         ("nlp", "a100-3g"),
         ("nlp", "t4-shared"),
+        ("nlp", "l4"),
     }
     # 2 GPUs from 10:30: half the hour. gpu0 busy; gpu1 at exactly 5 % for 15
     # minutes (active), then 4 % (idle).
@@ -97,6 +99,7 @@ def test_workloads_carry_activity_and_peak_memory(metered):
         ("vision", "Pod", "notebook"),
         ("nlp", "Job", "mig-job"),
         ("nlp", "Job", "shared"),
+        ("nlp", "Job", "eval"),
     }
     train = loads["vision", "Job", "train"]
     assert train.gpus == 2 and train.fb_peak_mib == 70000
@@ -142,7 +145,7 @@ def test_an_outage_leaves_the_hour_pending_then_fills_it(metered, settings, prom
     # The beat's next run: the day before it was pending too (a fresh install).
     assert actions.ingest_closed_hours(now=H10 + timedelta(hours=1, minutes=11)) == 24
     assert IngestedHour.objects.get(hour=H10).status == IngestedHour.Status.DONE
-    assert TeamUsage.objects.filter(hour=H10).count() == 4
+    assert TeamUsage.objects.filter(hour=H10).count() == 5
 
 
 def test_a_rate_added_later_reprices_the_hours_it_covers(metered, admin_user):
@@ -232,3 +235,15 @@ def test_the_report_card_shows_the_last_24_hours_per_minute(metered, client, ali
     assert len(points) == 45
     assert points[0][1] == pytest.approx((0.9 + 0.05) / 2)
     assert points[-1][1] == pytest.approx((0.9 + 0.04) / 2)
+
+
+def test_spot_time_is_priced_with_the_spot_factor_also_after_a_rate_change(metered, admin_user):
+    actions.ingest_hour(H10)
+    row = TeamUsage.objects.get(hour=H10, flavor__slug="l4")
+    assert (row.allocated_seconds, row.spot_seconds) == (3600, 3600)
+    assert row.price == Decimal("0.4000")  # 1.00 x 0.4
+    assert TeamUsage.objects.get(hour=H10, flavor__slug="h100").spot_seconds == 0
+    l4 = FlavorHour.objects.get(hour=H10, flavor__slug="l4")
+    assert (l4.capacity_seconds, l4.spot_capacity_seconds, l4.price) == (7200, 7200, Decimal("0.4"))
+    actions.add_rate(metered["l4"], H10, price=Decimal("2.00"), by=admin_user)
+    assert TeamUsage.objects.get(hour=H10, flavor__slug="l4").price == Decimal("0.8000")

@@ -255,7 +255,7 @@ def closed_hours(now=None):
     """Hours ended at least PORTAL_BILLING_DELAY ago and not yet ingested, oldest first.
 
     Marks them pending first (so the admin page lists them), starting after the
-    newest ingested hour, or a day back on a fresh install.
+    newest ingested hour, or PORTAL_BILLING_BACKFILL_HOURS back on a fresh install.
     """
     now = now or timezone.now()
     last_closed = hour_floor(now - timedelta(seconds=settings.PORTAL_BILLING_DELAY)) - HOUR
@@ -265,7 +265,8 @@ def closed_hours(now=None):
         .values_list("hour", flat=True)
         .first()
     )
-    start = newest + HOUR if newest else last_closed - timedelta(hours=23)
+    backfill = timedelta(hours=settings.PORTAL_BILLING_BACKFILL_HOURS - 1)
+    start = newest + HOUR if newest else last_closed - backfill
     missing = []
     hour = start
     while hour <= last_closed:
@@ -279,10 +280,10 @@ def closed_hours(now=None):
     )
 
 
-def ingest_closed_hours(now=None, limit=24):
+def ingest_closed_hours(now=None, limit=None):
     """Ingest pending closed hours, oldest first; stop at the first outage."""
     done = 0
-    for hour in closed_hours(now)[:limit]:
+    for hour in closed_hours(now)[: limit or settings.PORTAL_BILLING_HOURS_PER_RUN]:
         try:
             ingest_hour(hour, now=now)
         except prometheus.PrometheusError as exc:

@@ -298,6 +298,10 @@ if not Decimal(0) <= PORTAL_BILLING_IDLE_THRESHOLD <= Decimal(1):
 # A closed hour is ingested this many seconds after it ends (late scrapes).
 PORTAL_BILLING_DELAY = env_int("PORTAL_BILLING_DELAY", 600, minimum=0)
 PORTAL_BILLING_INTERVAL = env_int("PORTAL_BILLING_INTERVAL", 300, minimum=1)
+# A fresh install meters this many closed hours back; each beat run ingests at most
+# PORTAL_BILLING_HOURS_PER_RUN pending hours (oldest first).
+PORTAL_BILLING_BACKFILL_HOURS = env_int("PORTAL_BILLING_BACKFILL_HOURS", 24, minimum=1)
+PORTAL_BILLING_HOURS_PER_RUN = env_int("PORTAL_BILLING_HOURS_PER_RUN", 24, minimum=1)
 # Price factor for GPU time on spot nodes (e.g. 0.35); 1 charges spot like on-demand.
 PORTAL_BILLING_SPOT_FACTOR = env_decimal("PORTAL_BILLING_SPOT_FACTOR", "1")
 if not Decimal(0) <= PORTAL_BILLING_SPOT_FACTOR <= Decimal(1):

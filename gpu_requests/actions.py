@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import emails, hooks
+from gpu_requests import capacity, emails, hooks
 from gpu_requests.models import (
     AuditEvent,
     Flavor,
@@ -77,8 +77,7 @@ def is_archived(team):
     return team.archived_at is not None
 
 
-def capacity_of(flavor):
-    return flavor.capacity
+capacity_of = capacity.capacity_of
 
 
 def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):
@@ -222,12 +221,13 @@ def approve(quota_request, *, by, reason=""):
         raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
     if is_archived(quota_request.team):
         raise IllegalTransition(f"{quota_request.team.name} is archived and takes no new quota.")
-    peak = QuotaRequest.objects.peak_reserved(
+    # Quota requests and whatever other apps reserve (batch windows): one query per source.
+    peak = capacity.peak_reserved(
         flavor, quota_request.starts_at, quota_request.ends_at, exclude=quota_request
     )
-    capacity = capacity_of(flavor)
-    if peak + quota_request.gpus > capacity:
-        raise CapacityExceeded(flavor, peak, quota_request.gpus, capacity)
+    total = capacity_of(flavor)
+    if peak + quota_request.gpus > total:
+        raise CapacityExceeded(flavor, peak, quota_request.gpus, total)
     decision = _move(
         quota_request,
         to=Status.APPROVED,
@@ -313,29 +313,71 @@ def expire(quota_request):
     return quota_request
 
 
-def advance_lifecycle(now=None):
-    """Activate approved requests that have started and expire those that ended.
+# Due requests move this many at a time: one transaction, four statements
+# and the teams' sync marks (set-based too), whatever the batch holds.
+SWEEP_BATCH = 500
 
-    Each request moves in its own transaction, so one failure does not hold
-    back the rest, and a request someone else moved meanwhile is skipped.
+
+def advance_lifecycle(now=None):
+    """Expire reserving requests that have ended and activate approved ones that started.
+
+    Set-based: each batch is one transaction that locks the due rows (skipping
+    rows another transaction holds: the next sweep takes them), moves them
+    with one UPDATE, writes one audit event per request with one INSERT and
+    marks each team concerned once. Expiry goes first, so a request whose
+    whole period passed unseen expires without being activated.
     """
     now = now or timezone.now()
-    moved = {"activated": 0, "expired": 0}
-    ending = QuotaRequest.objects.reserving().filter(ends_at__lte=now)
-    for quota_request in ending.select_related("team"):
-        try:
-            expire(quota_request)
-            moved["expired"] += 1
-        except IllegalTransition:
-            pass
-    starting = QuotaRequest.objects.filter(status=Status.APPROVED, starts_at__lte=now)
-    for quota_request in starting.select_related("team"):
-        try:
-            activate(quota_request)
-            moved["activated"] += 1
-        except IllegalTransition:
-            pass
+    due = [
+        ("expired", QuotaRequest.objects.reserving().filter(ends_at__lte=now), Action.EXPIRE),
+        (
+            "activated",
+            QuotaRequest.objects.filter(status=Status.APPROVED, starts_at__lte=now),
+            Action.ACTIVATE,
+        ),
+    ]
+    moved = {}
+    for key, rows, action in due:
+        moved[key] = 0
+        while True:
+            count = _move_due(rows, action=action)
+            moved[key] += count
+            if count < SWEEP_BATCH:
+                break
     return moved
+
+
+_SWEEP_TARGET = {Action.EXPIRE: Status.EXPIRED, Action.ACTIVATE: Status.ACTIVE}
+
+
+@transaction.atomic
+def _move_due(rows, *, action):
+    """Move up to SWEEP_BATCH of `rows` by `action`; how many moved. Four queries
+    and what the quota-changed callbacks write for all the teams at once."""
+    to = _SWEEP_TARGET[action]
+    locked = list(
+        rows.select_for_update(skip_locked=True)
+        .order_by("pk")
+        .values_list("pk", "team_id", "status")[:SWEEP_BATCH]
+    )
+    if not locked:
+        return 0
+    # The rows are locked: their status is still the one read above.
+    QuotaRequest.objects.filter(pk__in=[pk for pk, _, _ in locked]).update(
+        status=to, updated_at=timezone.now()
+    )
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            team_id=team_id,
+            quota_request_id=pk,
+            action=action,
+            from_status=from_status,
+            to_status=to,
+        )
+        for pk, team_id, from_status in locked
+    )
+    hooks.quota_changed_many(team_id for _, team_id, _ in locked)
+    return len(locked)
 
 
 @transaction.atomic

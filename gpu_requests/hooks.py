@@ -16,6 +16,14 @@ callback defers with `transaction.on_commit`, as `Outbox.changed` does, so it
 happens only after the commit and never for a rollback. A callback that
 raises rolls the change back: keep them to small database writes.
 
+A callback may come with a set-based twin for several teams at once, which
+the lifecycle sweep uses (it moves hundreds of requests of as many teams in
+one transaction):
+
+    hooks.on_quota_changed(my_callback, many=my_callback_for_teams)  # (team_ids)
+
+Without one, the sweep calls the callback once per team.
+
 Events:
 - quota changed: the team's reserved quota changed (approved, activated,
   revoked, expired, or the team archived);
@@ -24,6 +32,7 @@ Events:
 
 _quota_changed = []
 _members_changed = []
+_quota_changed_many = {}  # callback -> its set-based twin
 
 
 def _register(callbacks, callback):
@@ -32,8 +41,11 @@ def _register(callbacks, callback):
     return callback
 
 
-def on_quota_changed(callback):
-    """Call `callback(team_id)` in the transaction of every change of a team's reserved quota."""
+def on_quota_changed(callback, *, many=None):
+    """Call `callback(team_id)` in the transaction of every change of a team's reserved quota
+    (`many(team_ids)` instead, if given, when several teams changed at once)."""
+    if many is not None:
+        _quota_changed_many[callback] = many
     return _register(_quota_changed, callback)
 
 
@@ -45,6 +57,20 @@ def on_members_changed(callback):
 def quota_changed(team_id):
     for callback in _quota_changed:
         callback(team_id)
+
+
+def quota_changed_many(team_ids):
+    """Several teams' reserved quota changed in this transaction: each callback once."""
+    team_ids = sorted(set(team_ids))
+    if not team_ids:
+        return
+    for callback in _quota_changed:
+        many = _quota_changed_many.get(callback)
+        if many is not None:
+            many(team_ids)
+        else:
+            for team_id in team_ids:
+                callback(team_id)
 
 
 def members_changed(team_id):

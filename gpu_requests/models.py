@@ -230,7 +230,14 @@ class QuotaRequest(models.Model):
                 name="ends_after_starts",
             ),
         ]
-        indexes = [models.Index(fields=["flavor", "status", "starts_at"])]
+        indexes = [
+            models.Index(fields=["flavor", "status", "starts_at"]),
+            # The orderings the lists use: newest first (API, request list), per
+            # team; oldest pending first (review queue).
+            models.Index(F("created_at").desc(), F("id").desc(), name="qr_newest"),
+            models.Index(F("team"), F("created_at").desc(), name="qr_team_newest"),
+            models.Index(fields=["status", "created_at", "id"], name="qr_status_oldest"),
+        ]
 
     def __str__(self):
         return f"#{self.pk} {self.team} {self.gpus} x {self.flavor}"
@@ -316,7 +323,11 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
-        indexes = [models.Index(fields=["subject_type", "subject_id"])]
+        indexes = [
+            models.Index(fields=["subject_type", "subject_id"]),
+            # A team's recent events (dashboard, team history), newest first.
+            models.Index(F("team"), F("created_at").desc(), name="audit_team_newest"),
+        ]
 
     def __str__(self):
         who = self.actor or "system"

@@ -11,5 +11,4 @@ urlpatterns = [
     path("requests/<int:pk>/reject/", views.request_reject, name="request_reject"),
     path("requests/<int:pk>/revoke/", views.request_revoke, name="request_revoke"),
     path("review/", views.review_queue, name="review_queue"),
-    path("review/<int:pk>/capacity/", views.review_capacity, name="review_capacity"),
 ]

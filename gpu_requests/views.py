@@ -2,19 +2,19 @@
 changes a status itself. htmx requests get the partial of the swap target,
 everything else a full page, so every action also works without JavaScript."""
 
-import json
 from collections import defaultdict
 from datetime import UTC, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import F, Window
+from django.core.paginator import Paginator
+from django.db.models import Count, F, Window
 from django.db.models.functions import RowNumber
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, capacity
@@ -42,24 +42,33 @@ def _require_reviewer(user):
 # Dashboard
 
 
+DASHBOARD_TEAMS = 20  # team panels per page
+PENDING_SHOWN = 5  # pending requests listed per panel, the rest counted
+
+
 @login_required
 def dashboard(request):
+    """A panel per team: quota, pending requests, recent decisions.
+
+    Reviewers see every team, a page of panels at a time. Eight queries
+    whatever the number of teams and requests: the team count and page (the
+    sync row joined), the catalog, the reservations, the pending requests
+    (the first few per team, with their count, by window functions) and the
+    recent decisions.
+    """
     reviewer = actions.can_review(request.user)
     # The sync row comes in the same query (a LEFT JOIN): the status badge costs nothing.
-    teams = list(actions.teams_for(request.user).select_related("sync"))
-    all_teams = teams
-    selected = request.GET.get("team")
+    teams = actions.teams_for(request.user).select_related("sync").order_by("name", "pk")
+    selected = request.GET.get("team", "")
     if selected:
-        teams = [team for team in teams if team.slug == selected]
+        teams = teams.filter(slug=selected)
+    page = Paginator(teams, DASHBOARD_TEAMS).get_page(request.GET.get("page"))
+    teams = list(page.object_list)
     now = timezone.now()
     team_ids = [team.pk for team in teams]
     quota = _quota_by_team(team_ids, now)
     pending = defaultdict(list)
-    for req in (
-        QuotaRequest.objects.filter(team_id__in=team_ids, status=Status.PENDING)
-        .select_related("flavor", "requested_by")
-        .order_by("starts_at", "pk")
-    ):
+    for req in _first_pending(team_ids):
         pending[req.team_id].append(req)
     recent = defaultdict(list)
     for event in _recent_events(team_ids):
@@ -69,6 +78,7 @@ def dashboard(request):
             "team": team,
             "quota": quota.get(team.pk, []),
             "pending": pending[team.pk],
+            "pending_count": pending[team.pk][0].pending_count if pending[team.pk] else 0,
             "recent": recent[team.pk],
             "spend_per_day": sum(row["spend_per_day"] for row in quota.get(team.pk, [])),
         }
@@ -76,13 +86,35 @@ def dashboard(request):
     ]
     context = {
         "panels": panels,
-        "all_teams": all_teams,
+        "page": page,
+        # Names only, for the filter: no model instance per team.
+        "all_teams": actions.teams_for(request.user).values_list("slug", "name")
+        if reviewer
+        else [],
+        "query": urlencode({"team": selected}) if selected else "",
         "selected": selected,
         "show_filter": reviewer,
         "horizon_days": HORIZON.days,
         "reviewer": reviewer,
     }
     return render(request, "gpu_requests/dashboard.html", context)
+
+
+def _first_pending(team_ids):
+    """The first PENDING_SHOWN pending requests of each team, each row carrying its
+    team's pending count. One query."""
+    team = [F("team_id")]
+    oldest_first = [F("starts_at").asc(), F("pk").asc()]
+    return (
+        QuotaRequest.objects.filter(team_id__in=team_ids, status=Status.PENDING)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=team, order_by=oldest_first),
+            pending_count=Window(Count("pk"), partition_by=team),
+        )
+        .filter(rank__lte=PENDING_SHOWN)
+        .select_related("flavor", "requested_by")
+        .order_by(*oldest_first)
+    )
 
 
 def _quota_by_team(team_ids, now):
@@ -117,12 +149,16 @@ def _quota_by_team(team_ids, now):
 
 
 def _recent_events(team_ids, per_team=10):
-    """The last `per_team` decisions of each team, in one query (a window function)."""
+    """The last `per_team` decisions people made for each team, in one query (a window function)."""
     newest_first = [F("created_at").desc(), F("pk").desc()]
     return (
+        # Decisions by people: system transitions (activation, expiry) show as the
+        # request's current status beside the decision, and a submission is no decision.
         # Team-level events (archive, sync_failed, drift_repaired) have no request to link to.
-        AuditEvent.objects.filter(team_id__in=team_ids, quota_request__isnull=False)
-        .exclude(action="submit")
+        AuditEvent.objects.filter(
+            team_id__in=team_ids, quota_request__isnull=False, actor__isnull=False
+        )
+        .exclude(action=AuditEvent.Action.SUBMIT)
         .annotate(rank=Window(RowNumber(), partition_by=[F("team_id")], order_by=newest_first))
         .filter(rank__lte=per_team)
         .select_related("actor", "quota_request__flavor")
@@ -186,7 +222,6 @@ def _act(request, pk, action):
     """Run one action on a request and answer with the queue row (htmx) or a redirect."""
     quota_request = _get_request_for_user(request.user, pk)
     form = ReasonForm(request.POST)
-    flavor_id = quota_request.flavor_id
     if not form.is_valid():
         level, text = messages.ERROR, " ".join(form.errors["reason"])
     else:
@@ -204,7 +239,7 @@ def _act(request, pk, action):
                 f"Request #{quota_request.pk} {AuditEvent.label_of(action).lower()}.",
             )
     if request.htmx:
-        return _review_row_response(request, quota_request.pk, level, text, flavor_id)
+        return _review_row_response(request, quota_request.pk, level, text)
     messages.add_message(request, level, text)
     return redirect(_next_url(request, quota_request))
 
@@ -242,20 +277,31 @@ def request_revoke(request, pk):
 
 # Review queue
 
+QUEUE_PAGE_SIZE = 25
 
-@login_required
-def review_queue(request):
-    _require_reviewer(request.user)
-    if request.htmx and request.htmx.target == "upcoming-capacity":
-        return render(request, "gpu_requests/review_queue.html#upcoming", _upcoming())
-    pending = list(
+
+def _pending():
+    return (
         QuotaRequest.objects.filter(status=Status.PENDING)
         .select_related("team", "flavor", "requested_by")
         .order_by("created_at", "pk")
     )
-    views = capacity.capacity_views(pending)
-    rows = [{"req": req, "capacity": views[req.pk]} for req in pending]
-    return render(request, "gpu_requests/review_queue.html", {"rows": rows, **_upcoming()})
+
+
+@login_required
+def review_queue(request):
+    """Pending requests, oldest first, a page at a time, each with its capacity.
+
+    Nine queries whatever the number of requests: the count, the page, the
+    reservations its rows can meet, the catalog and the reservations of the
+    next 30 days (plus one per registered reservation source, twice).
+    """
+    _require_reviewer(request.user)
+    page = Paginator(_pending(), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    views = capacity.capacity_views(page.object_list)
+    rows = [{"req": req, "capacity": views[req.pk]} for req in page.object_list]
+    context = {"rows": rows, "page": page, "pending_count": page.paginator.count, **_upcoming()}
+    return render(request, "gpu_requests/review_queue.html", context)
 
 
 def _upcoming():
@@ -271,28 +317,44 @@ def _upcoming():
     }
 
 
-@login_required
-def review_capacity(request, pk):
-    """One row's capacity cell, re-read after an approval of the same flavor."""
-    _require_reviewer(request.user)
+def _shown_ids(request):
+    """The request ids of the queue page the decision was made on (its `shown` field)."""
+    ids = set()
+    for part in request.POST.get("shown", "").split(",")[: QUEUE_PAGE_SIZE * 2]:
+        if part.strip().isdigit() and len(part.strip()) < 12:
+            ids.add(int(part))
+    return ids
+
+
+def _review_row_response(request, pk, level, text):
+    """The decided row, and out of band whatever else on the page it changed: the
+    pending count and, after an approval, the capacity cells of the page's rows
+    whose figures moved and the upcoming-capacity table. One response."""
     quota_request = _get_request_for_user(request.user, pk)
-    context = _row_context(quota_request)
-    return render(request, "gpu_requests/review_queue.html#capacity_cell", context)
+    row = {"req": quota_request, "message": text, "level": messages.DEFAULT_TAGS[level]}
+    context = {"row": row, "oob": True, "changed": []}
+    if actions.can_review(request.user):
+        row["capacity"] = capacity.capacity_view(quota_request)
+        context["pending_count"] = QuotaRequest.objects.filter(status=Status.PENDING).count()
+        approved = quota_request.status in QuotaRequest.RESERVING and level == messages.SUCCESS
+        if approved:
+            context["changed"] = _changed_cells(quota_request, _shown_ids(request))
+            context.update(_upcoming())
+    return render(request, "gpu_requests/review_queue.html#decided", context)
 
 
-def _row_context(quota_request, **extra):
-    view = capacity.capacity_view(quota_request)
-    return {"row": {"req": quota_request, "capacity": view, **extra}}
-
-
-def _review_row_response(request, pk, level, text, flavor_id):
-    quota_request = _get_request_for_user(request.user, pk)
-    context = _row_context(quota_request, message=text, level=messages.DEFAULT_TAGS[level])
-    response = render(request, "gpu_requests/review_queue.html#row", context)
-    if level == messages.SUCCESS and quota_request.status in QuotaRequest.RESERVING:
-        # Other pending rows of this flavor now show stale numbers: they and the
-        # upcoming-capacity table listen for these events and re-read themselves.
-        response["HX-Trigger-After-Settle"] = json.dumps(
-            {"capacity-changed": {}, f"capacity-changed-{flavor_id}": {}}
-        )
-    return response
+def _changed_cells(approved, shown):
+    """Rows of `shown` (still pending) whose capacity figures the approval changed."""
+    same_flavor = (
+        _pending()
+        .filter(pk__in=shown - {approved.pk}, flavor_id=approved.flavor_id)
+        .overlapping(approved.starts_at, approved.ends_at)
+    )
+    same_flavor = list(same_flavor)
+    now = capacity.capacity_views(same_flavor)
+    before = capacity.capacity_views(same_flavor, without={approved.pk})
+    return [
+        {"req": req, "capacity": now[req.pk]}
+        for req in same_flavor
+        if now[req.pk].peak != before[req.pk].peak
+    ]

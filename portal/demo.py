@@ -43,6 +43,7 @@ def main():
     manage("collectstatic", "--noinput", "-v0")
     # Seeding mails reviewers about the demo requests: keep that off the console.
     manage("seed_demo", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
+    manage("seed_batch")
 
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     commands = {

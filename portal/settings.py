@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "cluster",
     "billing",
     "provisioning",
+    "batch",
 ]
 
 MIDDLEWARE = [
@@ -241,6 +242,19 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 
+# Batch windows (batch/): how far ahead the planner plans, how it weighs recent
+# usage, what spot capacity costs, and when it plans again before an occurrence.
+PORTAL_BATCH_HORIZON_DAYS = env_int("PORTAL_BATCH_HORIZON_DAYS", 14, minimum=1)
+PORTAL_BATCH_USAGE_DAYS = env_int("PORTAL_BATCH_USAGE_DAYS", 7, minimum=1)
+PORTAL_BATCH_SPOT_FACTOR = env_decimal("PORTAL_BATCH_SPOT_FACTOR", "0.6")
+if not Decimal(0) < PORTAL_BATCH_SPOT_FACTOR <= Decimal(1):
+    raise ImproperlyConfigured("PORTAL_BATCH_SPOT_FACTOR must be above 0 and at most 1")
+PORTAL_BATCH_PLAN_LEAD = env_int("PORTAL_BATCH_PLAN_LEAD", 900, minimum=0)
+PORTAL_BATCH_TICK_INTERVAL = env_int("PORTAL_BATCH_TICK_INTERVAL", 10, minimum=1)
+CELERY_BEAT_SCHEDULE |= {
+    "batch-tick": {"task": "batch.tick", "schedule": PORTAL_BATCH_TICK_INTERVAL},
+}
+
 # Requests longer than this are refused; open-ended requests are allowed.
 QUOTA_MAX_JUSTIFICATION = 2000
 
@@ -270,6 +284,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "gpu_requests.models.QuotaRequest.Status",
         "SyncStatusEnum": "gpu_requests.models.SyncStatus",
+        "BatchJobStatusEnum": "batch.models.BatchJob.Status",
     },
 }
 

@@ -7,6 +7,8 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/", include("gpu_requests.api_urls")),
+    path("api/v1/", include("batch.api_urls")),
+    path("batch/", include("batch.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("cluster/", include("provisioning.urls")),

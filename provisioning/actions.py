@@ -42,12 +42,13 @@ team_sync = Outbox(
 
 def mark_dirty(team_id):
     """Record that the team's desired state changed (two queries)."""
+    team_sync.mark(team_id, status=_failing_stays_failing())
+
+
+def _failing_stays_failing():
     # A failing team stays failing (its error stays visible) until a sync succeeds.
-    team_sync.mark(
-        team_id,
-        status=Case(
-            When(status=Status.FAILING, then=Value(Status.FAILING)), default=Value(Status.PENDING)
-        ),
+    return Case(
+        When(status=Status.FAILING, then=Value(Status.FAILING)), default=Value(Status.PENDING)
     )
 
 
@@ -61,6 +62,14 @@ def team_changed(team_id):
     with transaction.atomic():
         mark_dirty(team_id)
         transaction.on_commit(lambda: enqueue([team_id]))
+
+
+def teams_changed(team_ids):
+    """`team_changed` for several teams at once (the lifecycle sweep): two queries."""
+    team_ids = list(team_ids)
+    with transaction.atomic():
+        team_sync.mark_many(team_ids, status=_failing_stays_failing())
+        transaction.on_commit(lambda: enqueue(team_ids))
 
 
 def members_changed(team_id):

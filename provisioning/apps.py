@@ -11,5 +11,5 @@ class ProvisioningConfig(AppConfig):
 
         # A change of quota, membership or archive is a change of the team's
         # namespace: sync it (on commit, through the outbox).
-        hooks.on_quota_changed(actions.team_changed)
+        hooks.on_quota_changed(actions.team_changed, many=actions.teams_changed)
         hooks.on_members_changed(actions.members_changed)

@@ -52,3 +52,20 @@ def test_a_callback_that_fails_undoes_the_change(monkeypatch, alice, vision, h10
     quota_request.refresh_from_db()
     assert quota_request.status == "pending"
     assert not quota_request.events.filter(action="approve").exists()
+
+
+def test_the_sweep_calls_a_callback_once_per_team_or_its_set_based_twin_once(
+    heard, monkeypatch, alice, carol, vision, nlp, bob, h100, admin_user
+):
+    from datetime import timedelta
+
+    for team, user in [(vision, alice), (vision, carol), (nlp, bob)]:
+        req = submit(team, h100, user, gpus=1, starts_at=timezone.now() + timedelta(minutes=1))
+        actions.approve(req, by=admin_user)
+    heard.clear()
+    together = []
+    monkeypatch.setattr(hooks, "_quota_changed_many", dict(hooks._quota_changed_many))
+    hooks.on_quota_changed(lambda team_id: None, many=together.append)
+    actions.advance_lifecycle(now=timezone.now() + timedelta(minutes=2))
+    assert sorted(heard) == sorted([(vision.pk, True), (nlp.pk, True)])  # no twin: per team
+    assert together == [sorted([vision.pk, nlp.pk])]  # the twin: once for both

@@ -244,3 +244,55 @@ def test_an_archived_team_asks_for_and_gets_no_more_quota(alice, vision, h100, a
     with pytest.raises(ValidationError) as excinfo:
         submit(Team.objects.get(pk=vision.pk), h100, alice)  # as a new web request loads it
     assert excinfo.value.message_dict == {"team": ["Vision is archived and takes no new quota."]}
+
+
+def _due(teams, flavor, user, admin, count):
+    """`count` approved requests spread over `teams`, each to start in a minute."""
+    for i in range(count):
+        team = teams[i % len(teams)]
+        req = submit(team, flavor, user, gpus=1, starts_at=timezone.now() + timedelta(minutes=1))
+        actions.approve(req, by=admin)
+
+
+def test_the_sweep_is_set_based_one_event_per_request_one_mark_per_team(
+    admin_user, alice, h100, django_assert_num_queries
+):
+    from provisioning.models import TeamSync
+
+    teams = [Team.objects.create(name=f"T{i}", slug=f"t{i}") for i in range(3)]
+    for team in teams:
+        team.memberships.create(user=alice)
+    _due(teams, h100, alice, admin_user, 9)
+    generations = dict(TeamSync.objects.values_list("team_id", "generation"))
+    later = timezone.now() + timedelta(minutes=2)
+    # Expiry: savepoint, an empty locked read, release. Activation: savepoint, locked read,
+    # one UPDATE, one INSERT of the events, release; and the teams' sync marks in one go
+    # (provisioning's set-based callback: savepoint, INSERT of missing rows, UPDATE, release).
+    with django_assert_num_queries(3 + 5 + 4):
+        moved = actions.advance_lifecycle(now=later)
+    assert moved == {"expired": 0, "activated": 9}
+    assert QuotaRequest.objects.filter(status=Status.ACTIVE).count() == 9
+    events = AuditEvent.objects.filter(action=AuditEvent.Action.ACTIVATE)
+    assert (
+        sorted(events.values_list("quota_request__team__slug", flat=True))
+        == ["t0"] * 3 + ["t1"] * 3 + ["t2"] * 3
+    )
+    assert set(events.values_list("from_status", "to_status", "actor")) == {
+        ("approved", "active", None)
+    }
+    after = dict(TeamSync.objects.values_list("team_id", "generation"))
+    assert {team_id: after[team_id] - generations[team_id] for team_id in after} == {
+        team.pk: 1 for team in teams
+    }
+
+
+def test_the_sweep_moves_many_in_batches(admin_user, alice, vision, h100, monkeypatch):
+    monkeypatch.setattr(actions, "SWEEP_BATCH", 4)
+    h100.capacity = 100
+    h100.save()
+    _due([vision], h100, alice, admin_user, 10)
+    moved = actions.advance_lifecycle(now=timezone.now() + timedelta(minutes=2))
+    assert moved == {"expired": 0, "activated": 10}
+    ended = actions.advance_lifecycle(now=timezone.now() + timedelta(days=30))
+    assert ended == {"expired": 10, "activated": 0}
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.EXPIRE).count() == 10

@@ -166,3 +166,14 @@ def test_it_does_not_edit_or_delete(admin_user, requests, method):
     client = client_for(admin_user)
     response = getattr(client, method)(f"{URL}{requests['first'].pk}/", {}, format="json")
     assert response.status_code == 405
+
+
+def test_a_short_first_page_is_not_counted_again(alice, requests):
+    with CaptureQueriesContext(connection) as queries:
+        body = client_for(alice).get(URL).json()
+    assert body["count"] == 2 and body["next"] is None
+    assert not [q for q in queries if "COUNT(" in q["sql"].upper()]
+    with CaptureQueriesContext(connection) as queries:
+        body = client_for(alice).get(URL, {"limit": 1}).json()
+    assert body["count"] == 2 and "offset=1" in body["next"]
+    assert [q for q in queries if "COUNT(" in q["sql"].upper()]

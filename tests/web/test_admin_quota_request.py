@@ -2,7 +2,10 @@
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
 from tests.factories import submit
 
@@ -10,7 +13,9 @@ from tests.factories import submit
 @pytest.fixture
 def admin_client(client, admin_user):
     admin_user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["change_quotarequest", "delete_quotarequest"])
+        *Permission.objects.filter(
+            codename__in=["change_quotarequest", "delete_quotarequest", "view_auditevent"]
+        )
     )
     client.force_login(admin_user)
     return client
@@ -43,3 +48,18 @@ def test_the_approve_action_goes_through_the_capacity_check(
     statuses = dict(QuotaRequest.objects.values_list("pk", "status"))
     assert sorted(statuses.values()) == ["approved", "pending"]
     assert "Not enough H100 80GB capacity" in response.content.decode()
+
+
+def test_the_audit_list_costs_no_query_per_row(admin_client, admin_user, vision, alice, h100):
+    def rows():
+        with CaptureQueriesContext(connection) as queries:
+            response = admin_client.get("/admin/gpu_requests/auditevent/")
+        assert response.status_code == 200
+        return len(queries), response.content.decode().count('class="field-action"')
+
+    actions.reject(submit(vision, h100, alice, gpus=1), by=admin_user)
+    few = rows()
+    for _ in range(6):
+        actions.approve(submit(vision, h100, alice, gpus=1), by=admin_user)
+    many = rows()
+    assert many[1] > few[1] and many[0] == few[0], (few, many)

@@ -133,8 +133,9 @@ def test_alice_requests_admin_approves_alice_sees_it(
     page.wait_for_selector(f"#req-{req.pk} .badge.status-approved")
     assert page.evaluate("window.stillHere") is True
     assert "approved." in page.locator(f"#req-{req.pk}").inner_text()
-    # The other H100 row re-reads its capacity after the approval (HX-Trigger).
+    # The same response carried the other H100 row's new capacity and the count.
     page.wait_for_selector(f"#cap-{rival.pk}:has-text('2 → 16 of 16 GPUs')")
+    assert page.locator("#queue-summary").inner_text().startswith("2 pending requests")
     shot(page, "review_queue_after")
     log_out(page)
 

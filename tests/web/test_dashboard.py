@@ -179,8 +179,41 @@ def test_it_keeps_query_count_flat(login, admin_user, h100, a100):
             response = client.get(URL)
         assert response.status_code == 200
         counts.append(len(queries))
-    # session, user, 2 x permissions, teams, flavors, reservations, pending, events
-    assert counts[0] == counts[1] <= 10, counts
+    # session, user, 2 x permissions, team count, team page, team names (the filter),
+    # flavors, reservations, pending, events
+    assert counts[0] == counts[1] == 11, counts
+
+
+def test_it_pages_the_teams_for_admins(login, admin_user):
+    for i in range(23):
+        TeamFactory(slug=f"team-{i:02d}")
+    client = login(admin_user)
+    first = client.get(URL).content.decode()
+    assert first.count('<section class="team card"') == 20 and "Page 1 of 2" in first
+    second = client.get(URL, {"page": 2}).content.decode()
+    assert second.count('<section class="team card"') == 3
+    assert 'id="team-team-22"' in second
+
+
+def test_it_lists_the_first_five_pending_requests_and_counts_them(login, alice, vision, h100):
+    for days in range(7, 0, -1):
+        submit(vision, h100, alice, gpus=1, starts_at=next_week(days=days))
+    page = login(alice).get(URL).content.decode()
+    assert 'Pending requests <span class="muted">(7)</span>' in page
+    assert page.count('class="badge status-pending"') == 5
+    assert "The first 5 of 7." in page
+
+
+def test_recent_decisions_are_peoples_with_the_current_status(
+    login, alice, admin_user, vision, h100
+):
+    started = submit(vision, h100, alice, gpus=1, starts_at=timezone.now(), hours=2)
+    actions.approve(started, by=admin_user, reason="go")  # approved, then activated by the system
+    page = login(alice).get(URL).content.decode()
+    recent = page.split("<h3>Recent decisions</h3>")[1]
+    assert recent.count("<li>") == 1
+    assert 'status-approved">approved</span>' in recent and "now active" in recent
+    assert "system" not in recent
 
 
 def test_it_counts_open_ended_quota_until_ended(login, alice, admin_user, vision, h100):

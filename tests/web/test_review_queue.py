@@ -36,7 +36,7 @@ def test_it_lists_pending_requests_oldest_first(login, admin_user, vision, alice
     assert page.index(f'id="req-{first.pk}"') < page.index(f'id="req-{second.pk}"')
     assert f'id="req-{decided.pk}"' not in page
     assert "first in line" in page and "Vision" in page and "alice" in page
-    assert "2 pending requests" in page
+    assert "<strong>2</strong> pending requests" in page
 
 
 def test_it_shows_capacity_without_and_with_each_request(login, admin_user, vision, alice, h100):
@@ -74,28 +74,71 @@ def test_bulk_capacity_agrees_with_peak_reserved(admin_user, vision, alice, h100
         assert views[probe.pk].peak == expected, probe
 
 
-def test_it_approves_inline_with_htmx_and_returns_only_the_row(
+def test_it_approves_inline_with_htmx_and_returns_the_row_and_the_counts(
     login, admin_user, pending, django_capture_on_commit_callbacks
 ):
     client = login(admin_user)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
             reverse("request_approve", args=[pending.pk]),
-            {"reason": "ok", "next": URL},
+            {"reason": "ok", "next": URL, "shown": str(pending.pk)},
             HTTP_HX_REQUEST="true",
             HTTP_HX_TARGET=f"req-{pending.pk}",
         )
     page = response.content.decode().strip()
     assert response.status_code == 200
     assert page.startswith(f'<tr id="req-{pending.pk}"')
-    assert page.endswith("</tr>")
     assert f"Request #{pending.pk} approved." in page
     assert '<span class="badge status-approved">Approved</span>' in page
-    assert "capacity-changed" in response["HX-Trigger-After-Settle"]
+    # Out of band: the count, and the upcoming capacity now holding the approval.
+    summary = page.split('id="queue-summary"')[1].split("</p>")[0]
+    assert 'hx-swap-oob="outerHTML"' in summary and "<strong>0</strong> pending requests" in summary
+    upcoming = page.split('id="upcoming-capacity"')[1]
+    assert 'hx-swap-oob="outerHTML"' in upcoming.split(">")[0]
+    assert '<td class="num">2</td>' in upcoming
     assert QuotaRequest.objects.get().status == Status.APPROVED
     assert mail.outbox[-1].to == ["alice@example.com"]
     # The message went into the row, not into the next full page.
     assert b"approved." not in client.get(URL).content
+
+
+def test_an_approval_re_renders_only_the_capacity_cells_it_changed(
+    login, admin_user, vision, alice, h100, a100
+):
+    a100.refresh_from_db()
+    start = next_week()
+    approving = submit(vision, h100, alice, gpus=4, starts_at=start, hours=24)
+    overlapping = submit(vision, h100, alice, gpus=1, starts_at=start + timedelta(hours=12))
+    later = submit(vision, h100, alice, gpus=1, starts_at=start + timedelta(days=3))
+    other_flavor = submit(vision, a100, alice, gpus=1, starts_at=start)
+    not_shown = submit(vision, h100, alice, gpus=1, starts_at=start)
+    shown = [approving, overlapping, later, other_flavor]
+    response = login(admin_user).post(
+        reverse("request_approve", args=[approving.pk]),
+        {"shown": ",".join(str(r.pk) for r in shown) + ",junk,-3,99999999999999"},
+        HTTP_HX_REQUEST="true",
+    )
+    page = response.content.decode()
+    cells = page.split('<td class="cap" id="cap-')[1:]
+    # The decided row's own cell, and one out-of-band cell: the overlapping row's.
+    assert [cell.split('"')[0] for cell in cells] == [str(approving.pk), str(overlapping.pk)]
+    assert 'hx-swap-oob="outerHTML"' in cells[1].split(">")[0]
+    assert '4</span> → <strong class="num">5</strong> of 16 GPUs' in cells[1]
+    assert f"cap-{not_shown.pk}" not in page and f"cap-{later.pk}" not in page
+
+
+def test_a_capacity_error_leaves_counts_and_cells_alone(login, admin_user, vision, alice, h100):
+    actions.approve(submit(vision, h100, alice, gpus=10), by=admin_user)
+    too_big = submit(vision, h100, alice, gpus=7)
+    other = submit(vision, h100, alice, gpus=1)
+    response = login(admin_user).post(
+        reverse("request_approve", args=[too_big.pk]),
+        {"shown": f"{too_big.pk},{other.pk}"},
+        HTTP_HX_REQUEST="true",
+    )
+    page = response.content.decode()
+    assert "<strong>2</strong> pending requests" in page
+    assert f"cap-{other.pk}" not in page and "upcoming-capacity" not in page
 
 
 def test_it_rejects_inline_with_htmx(login, admin_user, pending):
@@ -103,7 +146,8 @@ def test_it_rejects_inline_with_htmx(login, admin_user, pending):
         reverse("request_reject", args=[pending.pk]), {"reason": "no"}, HTTP_HX_REQUEST="true"
     )
     assert b'<span class="badge status-rejected">Rejected</span>' in response.content
-    assert "HX-Trigger-After-Settle" not in response
+    assert b"<strong>0</strong> pending requests" in response.content
+    assert b"upcoming-capacity" not in response.content
 
 
 def test_it_shows_capacity_errors_in_the_row(login, admin_user, vision, alice, h100):
@@ -139,31 +183,6 @@ def test_without_javascript_it_redirects_back_to_the_queue(login, admin_user, pe
     assert "Nothing to review." in page
 
 
-def test_it_refreshes_one_capacity_cell(login, admin_user, pending):
-    response = login(admin_user).get(
-        reverse("review_capacity", args=[pending.pk]), HTTP_HX_REQUEST="true"
-    )
-    page = response.content.decode().strip()
-    assert page.startswith(f'<td class="cap" id="cap-{pending.pk}"')
-    assert "of 16 GPUs" in page
-
-
-def test_capacity_cell_is_for_reviewers_only(login, alice, pending):
-    response = login(alice).get(reverse("review_capacity", args=[pending.pk]))
-    assert response.status_code == 403
-
-
-def test_it_refreshes_the_upcoming_capacity_table(login, admin_user, pending):
-    actions.approve(pending, by=admin_user)
-    response = login(admin_user).get(
-        URL, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="upcoming-capacity"
-    )
-    page = response.content.decode().strip()
-    assert page.startswith('<section class="card" id="upcoming-capacity"')
-    assert "<html" not in page
-    assert '<td class="num">2</td>' in page  # the week-ahead peak of H100
-
-
 def test_upcoming_capacity_marks_overbooked_days(login, admin_user, vision, alice, h100):
     actions.approve(submit(vision, h100, alice, gpus=10), by=admin_user)
     h100.capacity = 8  # the cluster shrank after the approval
@@ -193,10 +212,21 @@ def test_it_keeps_query_count_flat(login, admin_user, h100, a100):
         _populate(admin_user, [h100, a100], first, last)
         with CaptureQueriesContext(connection) as queries:
             response = client.get(URL)
-        assert response.content.decode().count('<tr id="req-') == 2 * last
+        assert response.content.decode().count('<tr id="req-') == min(2 * last, 25)
         counts.append(len(queries))
-    # session, user, 2 x permissions, pending, reservations, flavors, upcoming reservations
-    assert counts[0] == counts[1] <= 8, counts
+    # session, user, 2 x permissions, count, page, reservations, flavors, upcoming reservations
+    assert counts[0] == counts[1] == 9, counts
+
+
+def test_it_pages_the_queue(login, admin_user, vision, alice, h100):
+    requests = [submit(vision, h100, alice, gpus=1) for _ in range(27)]
+    client = login(admin_user)
+    first = client.get(URL).content.decode()
+    assert first.count('<tr id="req-') == 25
+    assert "<strong>27</strong> pending requests" in first and "page 1 of 2" in first
+    second = client.get(URL, {"page": 2}).content.decode()
+    assert [f'id="req-{r.pk}"' in second for r in requests[-3:]] == [False, True, True]
+    assert client.get(URL, {"page": "nonsense\x00"}).status_code == 200
 
 
 def test_it_refuses_an_oversized_reason(login, admin_user, pending):

@@ -1,0 +1,490 @@
+"""Every change of a batch window or job goes through these functions.
+
+Job transitions are atomic compare-and-sets on the status with one event in
+the job's history each, and side effects (planning, the cluster) queued on
+commit. Views, the API, the admin and the tasks call these.
+"""
+
+import logging
+import time
+from collections import defaultdict
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from batch import occurrences, planner, validation
+from batch.models import (
+    BatchJob,
+    BatchJobEvent,
+    BatchWindow,
+    ImageRule,
+    PlannerState,
+    TeamShare,
+    WindowCapacity,
+)
+from gpu_requests import actions as quota_actions
+from gpu_requests import capacity as quota_capacity
+from gpu_requests.actions import ActionError, IllegalTransition, NotAllowed
+from gpu_requests.models import Flavor
+
+log = logging.getLogger(__name__)
+
+Status = BatchJob.Status
+CENT = Decimal("0.01")
+MAX_COST = Decimal(10) ** 12
+
+
+def horizon():
+    return timedelta(days=settings.PORTAL_BATCH_HORIZON_DAYS)
+
+
+# --- windows ---
+
+
+def windows_with_occurrences(starts_at, ends_at, *, enabled_only=True):
+    """[(window, occurrences, {flavor id: GPUs})] meeting [starts_at, ends_at). Two queries."""
+    windows = BatchWindow.objects.prefetch_related("capacities")
+    if enabled_only:
+        windows = windows.filter(enabled=True)
+    return [
+        (
+            window,
+            window.occurrences(starts_at, ends_at),
+            {c.flavor_id: c.gpus for c in window.capacities.all()},
+        )
+        for window in windows
+    ]
+
+
+def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
+    """Window occurrences as reservations of their flavors' capacity, like approved quota."""
+    held = []
+    for window, found, capacity in windows_with_occurrences(starts_at, ends_at):
+        if exclude_window is not None and window.pk == exclude_window.pk:
+            continue
+        for flavor_id, gpus in capacity.items():
+            if flavor_id in flavor_ids:
+                held.extend(
+                    quota_capacity.Reservation(
+                        -window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus
+                    )
+                    for o in found
+                )
+    return held
+
+
+class WindowCapacityExceeded(ActionError):
+    pass
+
+
+def check_capacity(window_name, rule, capacity, *, exclude_window=None, now=None):
+    """Refuse batch capacity that, at the busiest instant of an occurrence within the
+    quota horizon, would exceed the flavor's capacity minus approved/active quota and
+    the other windows' batch capacity. Three queries."""
+    now = now or timezone.now()
+    ends_at = now + quota_actions.MAX_LEAD
+    found = rule.between(now, ends_at)
+    if not found or not capacity:
+        return
+    flavor_ids = {flavor.pk for flavor in capacity}
+    by_flavor = defaultdict(list)
+    for held in quota_capacity.reservations(flavor_ids, now, ends_at):
+        by_flavor[held.flavor_id].append(held)
+    for held in batch_reservations(flavor_ids, now, ends_at, exclude_window=exclude_window):
+        by_flavor[held.flavor_id].append(held)
+    for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
+        total = quota_actions.capacity_of(flavor)
+        for occurrence in found:
+            busiest = quota_capacity.peak(
+                by_flavor[flavor.pk], occurrence.opens_at, occurrence.closes_at
+            )
+            if busiest + gpus > total:
+                when = occurrences.label(occurrence, rule.timezone)
+                raise ValidationError(
+                    {
+                        "capacity": [
+                            f"{flavor.name}: {window_name} on {when} would set {gpus} GPUs aside, "
+                            f"but {busiest} of the flavor's {total} are already reserved (quota "
+                            f"and other windows) at the busiest moment, so at most "
+                            f"{max(total - busiest, 0)} can be."
+                        ]
+                    }
+                )
+
+
+@transaction.atomic
+def save_window(window, *, by, capacity, **fields):
+    """Create (window None) or update a window and its per-flavor capacity.
+
+    `capacity` is {Flavor: GPUs}. Flavors are locked in id order, as quota
+    approvals lock them, so an approval and a window change of one flavor
+    cannot both pass the check on stale figures.
+    """
+    if not quota_actions.can_review(by):
+        raise NotAllowed("Only platform admins can change batch windows.")
+    list(Flavor.objects.select_for_update().filter(pk__in=[f.pk for f in capacity]).order_by("pk"))
+    rule = occurrences.WeeklyRule(
+        timezone=fields["timezone"],
+        days=tuple(fields["days"]),
+        start=fields["start_time"],
+        end=fields["end_time"],
+        end_day=fields.get("end_day") or None,
+        exceptions=frozenset(fields.get("exceptions") or ()),
+    )
+    if fields.get("enabled", True):
+        check_capacity(fields["name"], rule, capacity, exclude_window=window)
+    if window is None:
+        window = BatchWindow.objects.create(**fields)
+    else:
+        for name, value in fields.items():
+            setattr(window, name, value)
+        window.save()
+        window.__dict__.pop("rule", None)
+        window.capacities.exclude(flavor__in=list(capacity)).delete()
+    for flavor, gpus in capacity.items():
+        WindowCapacity.objects.update_or_create(
+            window=window, flavor=flavor, defaults={"gpus": gpus}
+        )
+    transaction.on_commit(lambda: request_plan("window changed"))
+    return window
+
+
+# --- costs ---
+
+
+def estimate(*, flavor, gpus, parallelism, expected_runtime_minutes, price_factor, spot):
+    """(off-peak estimate, on-demand cost): GPUs x pods x hours x price x factors, to the cent."""
+    hours = Decimal(expected_runtime_minutes) / Decimal(60)
+    on_demand = Decimal(gpus * parallelism) * hours * flavor.price_per_gpu_hour
+    factor = price_factor * (settings.PORTAL_BATCH_SPOT_FACTOR if spot else Decimal(1))
+    return (
+        (on_demand * factor).quantize(CENT, ROUND_HALF_UP),
+        on_demand.quantize(CENT, ROUND_HALF_UP),
+    )
+
+
+def estimate_for(data, windows):
+    """The estimate before planning: at the dearest window that could take the job."""
+    flavor = data["flavor"]
+    fitting = [w for w, _, cap in windows if cap.get(flavor.pk)]
+    if data.get("window") is not None:
+        fitting = [w for w in fitting if w.pk == data["window"].pk]
+    if not fitting:
+        return None
+    window = max(fitting, key=lambda w: (w.price_factor, not w.spot_allowed, w.pk))
+    return estimate(
+        flavor=flavor,
+        gpus=data["gpus"],
+        parallelism=data.get("parallelism", 1),
+        expected_runtime_minutes=data["expected_runtime_minutes"],
+        price_factor=window.price_factor,
+        spot=data.get("spot_allowed", False) and window.spot_allowed,
+    )
+
+
+# --- jobs ---
+
+
+def can_cancel(user, job):
+    if job.created_by_id == user.pk or quota_actions.can_review(user):
+        return True
+    return job.team.memberships.filter(user=user, role="manager").exists()
+
+
+def _record(job, *, action, from_status, to_status, actor=None, reason=""):
+    return BatchJobEvent.objects.create(
+        job=job,
+        actor=actor,
+        action=action,
+        from_status=from_status,
+        to_status=to_status,
+        reason=reason,
+    )
+
+
+def _move(job, *, to, allowed_from, action, actor=None, reason="", **fields):
+    """Compare-and-set the status (and `fields`) if it is one of `allowed_from`."""
+    moved = BatchJob.objects.filter(pk=job.pk, status__in=allowed_from).update(
+        status=to, updated_at=timezone.now(), **fields
+    )
+    if not moved:
+        current = BatchJob.objects.values_list("status", flat=True).get(pk=job.pk)
+        allowed = " or ".join(Status(s).label.lower() for s in allowed_from)
+        raise IllegalTransition(
+            f"Batch job #{job.pk} is {Status(current).label.lower()}: only {allowed} jobs "
+            f"allow {action}."
+        )
+    from_status = job.status if job.status in allowed_from else allowed_from[0]
+    for name, value in fields.items():
+        setattr(job, name, value)
+    job.status = to
+    _record(job, action=action, from_status=from_status, to_status=to, actor=actor, reason=reason)
+    return job
+
+
+def validate_job(data, *, by, now=None):
+    """{field: [message]} for a new job, as the API and the form show them."""
+    now = now or timezone.now()
+    errors = {}
+    team = data.get("team")
+    if team is not None and not (quota_actions.is_member(by, team) or quota_actions.can_review(by)):
+        errors["team"] = ["You are not a member of this team."]
+    elif team is not None and quota_actions.is_archived(team):
+        errors["team"] = [f"{team.name} is archived and takes no new work."]
+    prefixes = list(ImageRule.objects.values_list("prefix", flat=True))
+    windows = windows_with_occurrences(now, now + horizon())
+    errors |= validation.job_errors(data, prefixes=prefixes, windows=windows)
+    return errors, windows
+
+
+JOB_FIELDS = (
+    "name",
+    "image",
+    "command",
+    "args",
+    "env",
+    "gpus",
+    "parallelism",
+    "completions",
+    "expected_runtime_minutes",
+    "max_runtime_minutes",
+    "spot_allowed",
+    "priority",
+)
+
+
+@transaction.atomic
+def submit(*, by, team, flavor, window=None, occurrence=None, **fields):
+    data = {"team": team, "flavor": flavor, "window": window, "occurrence": occurrence, **fields}
+    errors, windows = validate_job(data, by=by)
+    if errors:
+        raise ValidationError(errors)
+    cost, on_demand = estimate_for(data, windows)
+    if on_demand >= MAX_COST:
+        raise ValidationError({"gpus": ["The estimated cost is too large; ask for less."]})
+    job = BatchJob.objects.create(
+        team=team,
+        flavor=flavor,
+        target_window=window,
+        target_opens_at=occurrence,
+        created_by=by,
+        estimated_cost=cost,
+        on_demand_cost=on_demand,
+        explanation="Waiting for the planner.",
+        **{name: fields[name] for name in JOB_FIELDS if name in fields},
+    )
+    _record(job, action="submit", from_status="", to_status=Status.QUEUED, actor=by)
+    transaction.on_commit(lambda: request_plan("job submitted"))
+    return job
+
+
+@transaction.atomic
+def cancel(job, *, by, reason=""):
+    if not can_cancel(by, job):
+        raise NotAllowed("Only the submitter, a team manager or an admin can cancel this job.")
+    _move(
+        job,
+        to=Status.CANCELLED,
+        allowed_from=list(BatchJob.PLANNABLE),
+        action="cancel",
+        actor=by,
+        reason=reason,
+        finished_at=timezone.now(),
+    )
+    transaction.on_commit(lambda: request_plan("job cancelled"))
+    return job
+
+
+# --- planning ---
+
+
+def request_plan(reason):
+    """Mark the plan stale and queue a planner run; the beat tick runs it if the queue is down."""
+    PlannerState.objects.get_or_create(pk=1)
+    PlannerState.objects.filter(pk=1).update(dirty=True)
+    from batch.tasks import plan as plan_task
+
+    try:
+        plan_task.apply_async((reason,), retry=False)
+    except Exception as exc:  # the broker's errors vary by transport
+        log.warning("could not queue a planner run (the tick will): %s", exc)
+
+
+def _slots(windows):
+    slots = []
+    for window, found, capacity in windows:
+        for occurrence in found:
+            label = f"{window.name}, {occurrences.label(occurrence, window.timezone)}"
+            slots.extend(
+                planner.Slot(
+                    window.pk, flavor_id, occurrence.opens_at, occurrence.closes_at, gpus, label
+                )
+                for flavor_id, gpus in capacity.items()
+            )
+    return slots
+
+
+def _holds(now):
+    """Capacity taken in occurrences not yet closed: released, running and finished jobs."""
+    rows = BatchJob.objects.filter(closes_at__gt=now, planned_start__isnull=False).exclude(
+        status__in=[*BatchJob.PLANNABLE, Status.CANCELLED, Status.PREEMPTED]
+    )
+    fields = ("window_id", "flavor_id", "opens_at", "planned_start", "planned_end", "finished_at")
+    holds = []
+    for *key, start, end, finished, gpus, parallelism, team_id in rows.values_list(
+        *fields, "gpus", "parallelism", "team_id"
+    ):
+        ends_at = min(end, finished) if finished else end
+        holds.append(planner.Hold(*key, start, ends_at, gpus * parallelism, team_id))
+    return holds
+
+
+def recent_usage(now):
+    """{team id: GPU-hours of batch work that ended in the lookback period}. One query."""
+    since = now - timedelta(days=settings.PORTAL_BATCH_USAGE_DAYS)
+    rows = (
+        BatchJob.objects.filter(finished_at__gte=since)
+        .values("team_id")
+        .annotate(seconds=Sum("used_gpu_seconds"))
+        .values_list("team_id", "seconds")
+    )
+    return {team_id: seconds / 3600 for team_id, seconds in rows if seconds}
+
+
+def replan(*, reason="", now=None):
+    """Plan every queued and planned job again and apply what changed. Returns the Plan.
+
+    Runs hold the planner's lock, so they queue up rather than interleave. A
+    query or two per job whose plan changed, a handful for the rest.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        state = PlannerState.locked()
+        started = time.perf_counter()
+        windows = windows_with_occurrences(now, now + horizon())
+        rows = {job.pk: job for job in BatchJob.objects.waiting().select_related("flavor")}
+        jobs = [
+            planner.Job(
+                id=job.pk,
+                team_id=job.team_id,
+                flavor_id=job.flavor_id,
+                gpus=job.total_gpus,
+                runtime=job.max_runtime,
+                priority=job.priority,
+                submitted_at=job.created_at,
+                target_window_id=job.target_window_id,
+                target_opens_at=job.target_opens_at,
+            )
+            for job in rows.values()
+        ]
+        weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
+        result = planner.plan(
+            _slots(windows),
+            jobs,
+            now=now,
+            holds=_holds(now),
+            weights=weights,
+            recent_usage=recent_usage(now),
+        )
+        factors = {w.pk: w for w, _, _ in windows}
+        changed = [_apply(rows[job_id], result, factors) for job_id in sorted(rows)]
+        state.dirty = False
+        state.last_run_at = now
+        state.last_reason = reason[:100]
+        state.last_jobs = len(jobs)
+        state.last_seconds = time.perf_counter() - started
+        state.save()
+    log.info("planned %d jobs (%d changed): %s", len(jobs), sum(changed), reason)
+    return result
+
+
+def _apply(job, result, windows):
+    """Write one job's new plan if it changed; True if it did."""
+    explanation = result.explanation(job.pk) or "Waiting for a window."
+    placement = result.placements.get(job.pk)
+    if placement is None:
+        if job.status == Status.PLANNED:
+            _move(
+                job,
+                to=Status.QUEUED,
+                allowed_from=[Status.PLANNED],
+                action="unplan",
+                reason=f"Plan revised. {explanation}",
+                explanation=explanation,
+                window=None,
+                opens_at=None,
+                closes_at=None,
+                planned_start=None,
+                planned_end=None,
+            )
+            return True
+        if job.explanation != explanation:
+            BatchJob.objects.filter(pk=job.pk, status=Status.QUEUED).update(explanation=explanation)
+        return False
+    slot = placement.slot
+    window = windows[slot.window_id]
+    cost, _ = estimate(
+        flavor=job.flavor,
+        gpus=job.gpus,
+        parallelism=job.parallelism,
+        expected_runtime_minutes=job.expected_runtime_minutes,
+        price_factor=window.price_factor,
+        spot=job.spot_allowed and window.spot_allowed,
+    )
+    fields = {
+        "window_id": slot.window_id,
+        "opens_at": slot.opens_at,
+        "closes_at": slot.closes_at,
+        "planned_start": placement.starts_at,
+        "planned_end": placement.ends_at,
+        "explanation": explanation,
+        "estimated_cost": cost,
+    }
+    same = (job.window_id, job.opens_at, job.planned_start) == (
+        slot.window_id,
+        slot.opens_at,
+        placement.starts_at,
+    )
+    if job.status == Status.PLANNED and same:
+        if job.explanation != explanation:
+            BatchJob.objects.filter(pk=job.pk, status=Status.PLANNED).update(
+                explanation=explanation
+            )
+        return False
+    _move(
+        job,
+        to=Status.PLANNED,
+        allowed_from=[job.status],
+        action="plan" if job.status == Status.QUEUED else "replan",
+        reason=explanation,
+        **fields,
+    )
+    return True
+
+
+def plan_due(now):
+    """True if the plan is stale, or an occurrence entered its lead time since the last run."""
+    state = PlannerState.objects.filter(pk=1).first()
+    if state is None or state.dirty or state.last_run_at is None:
+        return True
+    lead = timedelta(seconds=settings.PORTAL_BATCH_PLAN_LEAD)
+    for _, found, _ in windows_with_occurrences(now, now + lead):
+        for occurrence in found:
+            if state.last_run_at < occurrence.opens_at - lead:
+                return True
+    return False
+
+
+def tick(now=None):
+    """The beat's periodic work: plan when due. Returns what it did, for the logs."""
+    now = now or timezone.now()
+    done = {"planned": False}
+    if plan_due(now):
+        replan(reason="tick", now=now)
+        done["planned"] = True
+    return done

@@ -1,0 +1,176 @@
+"""Batch API under /api/v1/: windows (admins write), their occurrences, and jobs.
+
+Jobs are narrowed to the caller's teams (admins see all), so another team's
+job is a 404. Views parse input and call `batch.actions`.
+"""
+
+from datetime import timedelta
+
+from django.db.models import Prefetch
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from batch import actions, calendar
+from batch.models import BatchJob, BatchJobEvent, BatchWindow
+from batch.serializers import (
+    JobCreateSerializer,
+    JobDetailSerializer,
+    JobSerializer,
+    WindowSerializer,
+)
+from gpu_requests import actions as quota_actions
+from gpu_requests.api import ERROR_400, ERROR_404, ERROR_409, APIViewSetMixin
+from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
+
+MAX_OCCURRENCE_RANGE = timedelta(days=92)
+
+
+class WindowViewSet(
+    APIViewSetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Off-peak batch windows. Everyone reads; platform admins create and update."""
+
+    queryset = BatchWindow.objects.prefetch_related("capacities__flavor")
+    serializer_class = WindowSerializer
+    lookup_value_regex = r"[0-9]+"
+
+    def _require_admin(self):
+        if not quota_actions.can_review(self.request.user):
+            raise PermissionDenied("Only platform admins can change batch windows.")
+
+    def perform_create(self, serializer):
+        self._require_admin()
+        data = dict(serializer.validated_data)
+        serializer.instance = actions.save_window(
+            None, by=self.request.user, capacity=data.pop("capacity"), **data
+        )
+
+    def perform_update(self, serializer):
+        self._require_admin()
+        data = dict(serializer.validated_data)
+        serializer.instance = actions.save_window(
+            serializer.instance, by=self.request.user, capacity=data.pop("capacity"), **data
+        )
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", str, description="ISO 8601 with offset; default now."),
+            OpenApiParameter("to", str, description="Default 14 days later; at most 92 days."),
+        ],
+        responses={200: OpenApiResponse(description="Occurrences in the range."), 400: ERROR_400},
+    )
+    @action(detail=True, methods=["get"])
+    def occurrences(self, request, pk=None):
+        """Occurrences meeting [from, to), each with its capacity and GPUs planned per flavor."""
+        window = self.get_object()
+        starts_at = _instant(request.query_params, "from") or timezone.now()
+        ends_at = _instant(request.query_params, "to") or starts_at + actions.horizon()
+        if ends_at <= starts_at:
+            raise ValidationError({"to": ["Must be after from."]})
+        if ends_at - starts_at > MAX_OCCURRENCE_RANGE:
+            raise ValidationError({"to": ["Ask for at most 92 days at a time."]})
+        return Response(calendar.window_occurrences(window, starts_at, ends_at))
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("status", enum=BatchJob.Status.values),
+        OpenApiParameter("team", str, description="Team slug."),
+        OpenApiParameter("window", int, description="Window id of the plan."),
+    ],
+    methods=["GET"],
+)
+class JobViewSet(
+    APIViewSetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Batch jobs of your teams (all for admins), newest first."""
+
+    queryset = BatchJob.objects.none()
+    lookup_value_regex = r"[0-9]+"
+
+    def get_queryset(self):
+        jobs = visible_jobs(self.request.user).select_related(
+            "team", "flavor", "created_by", "window"
+        )
+        if self.action == "list":
+            return filter_jobs(jobs, self.request.query_params)
+        return jobs.prefetch_related(
+            Prefetch("events", queryset=BatchJobEvent.objects.select_related("actor"))
+        )
+
+    def get_serializer_class(self):
+        return JobSerializer if self.action == "list" else JobDetailSerializer
+
+    @extend_schema(
+        request=JobCreateSerializer, responses={201: JobDetailSerializer, 400: ERROR_400}
+    )
+    def create(self, request):
+        """Queue a batch job; the planner puts it into the next window occurrence that fits."""
+        form = JobCreateSerializer(data=request.data, context={"request": request})
+        form.is_valid(raise_exception=True)
+        job = actions.submit(by=request.user, **form.validated_data)
+        return self._detail(job, status.HTTP_201_CREATED)
+
+    def _detail(self, job, code=status.HTTP_200_OK):
+        fresh = self.get_queryset().get(pk=job.pk)
+        return Response(JobDetailSerializer(fresh).data, status=code)
+
+    @extend_schema(
+        request=ReasonSerializer,
+        responses={200: JobDetailSerializer, 404: ERROR_404, 409: ERROR_409},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel a queued or planned job (its submitter, a team manager or an admin)."""
+        job = self.get_object()
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        actions.cancel(job, by=request.user, reason=form.validated_data["reason"])
+        return self._detail(job)
+
+
+def _instant(params, name):
+    raw = params.get(name)
+    if raw is None:
+        return None
+    try:
+        return AwareDateTimeField().run_validation(raw)
+    except ValidationError as exc:
+        raise ValidationError({name: exc.detail}) from None
+
+
+def visible_jobs(user):
+    jobs = BatchJob.objects.all()
+    if not quota_actions.can_review(user):
+        jobs = jobs.filter(team__memberships__user=user)
+    return jobs
+
+
+def filter_jobs(jobs, params):
+    """Filters shared by the API and the job list page: status, team, window."""
+    wanted = params.get("status")
+    if wanted:
+        if wanted not in BatchJob.Status.values:
+            choices = ", ".join(BatchJob.Status.values)
+            raise ValidationError({"status": [f"Unknown status; use one of {choices}."]})
+        jobs = jobs.filter(status=wanted)
+    if team := params.get("team"):
+        jobs = jobs.filter(team__slug=team)
+    window = params.get("window")
+    if window:
+        if not window.isdigit() or len(window) > 18:
+            raise ValidationError({"window": ["Give a window id."]})
+        jobs = jobs.filter(window_id=int(window))
+    return jobs

@@ -1,0 +1,144 @@
+"""The batch job form. Lists are typed one item per line (never a shell
+string); the rules are `batch.validation`'s, the same as the API's."""
+
+import re
+from datetime import UTC, datetime
+
+from django import forms
+
+from batch import actions
+from gpu_requests import actions as quota_actions
+from gpu_requests.forms import FlavorChoiceField
+from gpu_requests.models import Flavor
+
+SECRET_REF = re.compile(r"^secret:([^/\s]+)/(\S+)$")
+
+
+def _lines(text):
+    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+
+
+class LinesField(forms.CharField):
+    """One list item per line."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
+
+    def to_python(self, value):
+        return _lines(super().to_python(value) or "")
+
+    def prepare_value(self, value):
+        return "\n".join(value) if isinstance(value, list) else value
+
+
+class EnvField(LinesField):
+    """NAME=value, or NAME=secret:SECRET/KEY for a key of a Secret in the team's namespace."""
+
+    def to_python(self, value):
+        entries = []
+        for line in super().to_python(value):
+            name, sep, rest = line.partition("=")
+            if not sep:
+                raise forms.ValidationError(f"{line[:80]!r}: write NAME=value.")
+            match = SECRET_REF.match(rest)
+            if match:
+                entries.append({"name": name, "secret": {"name": match[1], "key": match[2]}})
+            else:
+                entries.append({"name": name, "value": rest})
+        return entries
+
+    def prepare_value(self, value):
+        if not isinstance(value, list):
+            return value
+        return "\n".join(
+            f"{e['name']}=secret:{e['secret']['name']}/{e['secret']['key']}"
+            if "secret" in e
+            else f"{e['name']}={e.get('value', '')}"
+            for e in value
+        )
+
+
+class BatchJobForm(forms.Form):
+    team = forms.ModelChoiceField(queryset=None)
+    name = forms.CharField(max_length=100)
+    flavor = FlavorChoiceField(queryset=Flavor.objects.filter(is_active=True))
+    image = forms.CharField(max_length=512, help_text="e.g. nvcr.io/nvidia/pytorch:24.05-py3")
+    command = LinesField(required=False, help_text="One item per line; not run by a shell.")
+    args = LinesField(required=False, help_text="One argument per line.")
+    env = EnvField(
+        required=False,
+        label="Environment",
+        help_text="NAME=value per line; secrets as NAME=secret:SECRET-NAME/KEY.",
+    )
+    gpus = forms.IntegerField(label="GPUs per pod", initial=1)
+    parallelism = forms.IntegerField(initial=1, help_text="Pods at once.")
+    completions = forms.IntegerField(initial=1)
+    expected_runtime_minutes = forms.IntegerField(label="Expected runtime (minutes)")
+    max_runtime_minutes = forms.IntegerField(
+        label="Maximum runtime (minutes)", required=False, help_text="Default: the expected."
+    )
+    spot_allowed = forms.BooleanField(required=False, label="May run on spot nodes")
+    priority = forms.IntegerField(initial=0, help_text="Within your team, -100 to 100.")
+    target = forms.ChoiceField(label="When", required=False)
+
+    def __init__(self, user, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        teams = quota_actions.teams_for(user)
+        self.fields["team"].queryset = teams
+        if not self.is_bound and len(teams) == 1:
+            self.fields["team"].initial = teams[0].pk
+            self.fields["team"].empty_label = None
+        now = datetime.now(UTC)
+        self.windows = actions.windows_with_occurrences(now, now + actions.horizon())
+        choices = [("", "The next window that fits")]
+        for window, found, _ in self.windows:
+            choices.append((f"{window.pk}", f"Any occurrence of {window.name}"))
+            choices.extend(
+                (
+                    f"{window.pk}@{o.opens_at.isoformat()}",
+                    f"{window.name}: {o.opens_at:%a %d %b %H:%M} UTC",
+                )
+                for o in found
+            )
+        self.fields["target"].choices = choices
+
+    def _target(self):
+        value = self.cleaned_data.get("target") or ""
+        pk, _, opens = value.partition("@")
+        window = next((w for w, _, _ in self.windows if str(w.pk) == pk), None)
+        return window, (datetime.fromisoformat(opens) if opens and window else None)
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("max_runtime_minutes") is None:
+            cleaned["max_runtime_minutes"] = cleaned.get("expected_runtime_minutes")
+        cleaned["window"], cleaned["occurrence"] = self._target()
+        data = {k: v for k, v in cleaned.items() if v is not None and k != "target"}
+        if any(name not in data for name in ("gpus", "expected_runtime_minutes")):
+            return cleaned
+        errors, _ = actions.validate_job(
+            {**data, "window": cleaned["window"], "occurrence": cleaned["occurrence"]},
+            by=self.user,
+        )
+        for field, messages in errors.items():
+            for message in messages:
+                self.add_error(field if field in self.fields else "target", message)
+        return cleaned
+
+    def submitted(self):
+        data = {k: v for k, v in self.cleaned_data.items() if k != "target"}
+        return data
+
+    def estimate(self):
+        data = getattr(self, "cleaned_data", {})
+        needed = ("flavor", "gpus", "expected_runtime_minutes")
+        if any(not data.get(name) for name in needed) or self.has_error("gpus"):
+            return None
+        window, _ = self._target()
+        found = actions.estimate_for(
+            {**data, "window": window, "parallelism": data.get("parallelism") or 1}, self.windows
+        )
+        if found is None:
+            return None
+        cost, on_demand = found
+        return {"cost": cost, "on_demand": on_demand, "saved": on_demand - cost}

@@ -1,0 +1,300 @@
+"""The batch planner: a pure function from jobs and window occurrences to a plan.
+
+No database, no clock: everything it needs comes in as plain data, so the same
+input always gives the same plan (inputs are sorted first, ties are broken by
+ids). What it guarantees, and the property tests check:
+
+- plans in time: each job gets a start inside one occurrence of a window of its
+  flavor, and at no instant do the GPUs of the jobs planned (and held) in that
+  occurrence exceed the window's batch capacity for the flavor;
+- every job's maximum runtime ends by the close: one that cannot is not started
+  in that occurrence and moves on to the next that fits, with the reason;
+- fair between teams: occurrences are filled one job at a time, each time for
+  the team with the lowest share, `(recent usage + GPU-hours planned in this
+  run) / weight`; within a team, higher priority first, then the oldest;
+- no starvation: a team whose fitting work got nothing in the previous
+  occurrence(s) of the flavor while others got capacity goes first, longest
+  waiting first. With T teams none waits more than T occurrences in a row.
+
+Time runs in float seconds (POSIX) inside; datetimes at the edges.
+"""
+
+import heapq
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One flavor's batch capacity in one occurrence of one window."""
+
+    window_id: int
+    flavor_id: int
+    opens_at: datetime
+    closes_at: datetime
+    capacity: int
+    label: str = ""  # "Fri 27 Feb 20:00-02:00 America/New_York", for explanations
+
+    @property
+    def key(self):
+        return (self.window_id, self.flavor_id, self.opens_at)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    team_id: int
+    flavor_id: int
+    gpus: int  # all pods together
+    runtime: timedelta  # the maximum: the plan must hold even if it is all used
+    priority: int = 0
+    submitted_at: datetime | None = None
+    target_window_id: int | None = None
+    target_opens_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Capacity already taken in an occurrence (jobs released, running, or done early)."""
+
+    window_id: int
+    flavor_id: int
+    opens_at: datetime
+    starts_at: datetime
+    ends_at: datetime
+    gpus: int
+    team_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    job_id: int
+    slot: Slot
+    starts_at: datetime
+    ends_at: datetime
+
+
+@dataclass
+class Plan:
+    placements: dict = field(default_factory=dict)  # job id -> Placement
+    reasons: dict = field(default_factory=dict)  # job id -> [str], in the order decided
+    gpu_hours: dict = field(default_factory=dict)  # team id -> GPU-hours planned in this run
+
+    def explanation(self, job_id):
+        return " ".join(self.reasons.get(job_id, []))
+
+
+def _ts(moment):
+    return moment.timestamp()
+
+
+def _dt(seconds):
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def hours(seconds):
+    value = seconds / 3600
+    return f"{value:.0f} h" if value == int(value) else f"{value:.1f} h"
+
+
+class Profile:
+    """GPUs in use over [start, end) as a step function: segment i is [times[i], times[i+1])."""
+
+    def __init__(self, start, end, capacity):
+        self.times = [start, end]
+        self.used = [0]
+        self.capacity = capacity
+
+    def _split(self, moment):
+        index = bisect_left(self.times, moment)
+        if index < len(self.times) and self.times[index] == moment:
+            return index
+        self.times.insert(index, moment)
+        self.used.insert(index, self.used[index - 1])
+        return index
+
+    def add(self, start, end, gpus):
+        start, end = max(start, self.times[0]), min(end, self.times[-1])
+        if start >= end:
+            return
+        first, last = self._split(start), self._split(end)
+        for index in range(first, last):
+            self.used[index] += gpus
+
+    def earliest(self, gpus, duration, not_before):
+        """The first start >= not_before with room for `gpus` for `duration`, or None."""
+        limit = self.capacity - gpus
+        begin = None
+        first = max(0, bisect_right(self.times, not_before) - 1)
+        for index in range(first, len(self.used)):
+            if self.used[index] <= limit:
+                if begin is None:
+                    begin = max(self.times[index], not_before)
+                if begin + duration <= self.times[index + 1]:
+                    return begin
+            else:
+                begin = None
+        return None
+
+    def longest_free(self, gpus, not_before):
+        """The longest stretch with room for `gpus` after `not_before`, in seconds."""
+        limit = self.capacity - gpus
+        best, begin = 0.0, None
+        first = max(0, bisect_right(self.times, not_before) - 1)
+        for index in range(first, len(self.used)):
+            if self.used[index] <= limit:
+                if begin is None:
+                    begin = max(self.times[index], not_before)
+                best = max(best, self.times[index + 1] - begin)
+            else:
+                begin = None
+        return best
+
+    def peak(self):
+        return max(self.used)
+
+
+def _order_key(job):
+    submitted = _ts(job.submitted_at) if job.submitted_at else 0.0
+    return (-job.priority, submitted, job.id)
+
+
+def _targets(job, slot):
+    if job.target_window_id is not None and job.target_window_id != slot.window_id:
+        return False
+    return job.target_opens_at is None or job.target_opens_at == slot.opens_at
+
+
+def plan(slots, jobs, *, now, holds=(), weights=None, recent_usage=None, waiting=None):
+    """Place `jobs` into `slots`; see the module's docstring for the rules.
+
+    weights: {team id: weight > 0} (default 1); recent_usage: {team id: GPU-hours
+    used in recent windows}; waiting: {(team id, flavor id): occurrences in a row
+    the team's fitting work got nothing}, carried from earlier runs.
+    """
+    weights = weights or {}
+    usage = defaultdict(float, {t: float(h) * 3600 for t, h in (recent_usage or {}).items()})
+    waiting = defaultdict(int, waiting or {})
+    result = Plan()
+    now_s = _ts(now)
+
+    held = defaultdict(list)
+    for hold in holds:
+        held[(hold.window_id, hold.flavor_id, hold.opens_at)].append(hold)
+
+    queued = defaultdict(list)  # flavor id -> jobs, in team order
+    for job in sorted(jobs, key=lambda j: (j.team_id, *_order_key(j))):
+        queued[job.flavor_id].append(job)
+    biggest = defaultdict(int)  # flavor id -> most GPUs any slot gives
+    longest = defaultdict(float)
+    for slot in slots:
+        biggest[slot.flavor_id] = max(biggest[slot.flavor_id], slot.capacity)
+        duration = _ts(slot.closes_at) - max(_ts(slot.opens_at), now_s)
+        longest[slot.flavor_id] = max(longest[slot.flavor_id], duration)
+
+    for slot in sorted(slots, key=lambda s: (s.opens_at, s.window_id, s.flavor_id)):
+        opens, closes = _ts(slot.opens_at), _ts(slot.closes_at)
+        start_from = max(opens, now_s)
+        if start_from >= closes or slot.capacity <= 0:
+            continue
+        profile = Profile(opens, closes, slot.capacity)
+        for hold in held.get(slot.key, ()):
+            profile.add(_ts(hold.starts_at), _ts(hold.ends_at), hold.gpus)
+
+        by_team = defaultdict(list)
+        for job in queued.get(slot.flavor_id, ()):
+            if job.id in result.placements or not _targets(job, slot):
+                continue
+            runtime = job.runtime.total_seconds()
+            if job.gpus > slot.capacity:
+                _note(result, job, slot, f"needs {job.gpus} GPUs, the window gives {slot.capacity}")
+            elif start_from + runtime > closes:
+                left = hours(closes - start_from)
+                _note(result, job, slot, f"{hours(runtime)} needed, only {left} in the window")
+            else:
+                by_team[job.team_id].append(job)
+        if not by_team:
+            continue
+
+        heap = [
+            (-waiting[(team, slot.flavor_id)], usage[team] / weights.get(team, 1), team)
+            for team in by_team
+        ]
+        heapq.heapify(heap)
+        position = dict.fromkeys(by_team, 0)
+        failed = []  # (gpus, seconds) that did not fit: bigger jobs cannot either
+        served = set()
+        while heap:
+            _, _, team = heapq.heappop(heap)
+            team_jobs = by_team[team]
+            while position[team] < len(team_jobs):
+                job = team_jobs[position[team]]
+                position[team] += 1
+                runtime = job.runtime.total_seconds()
+                if any(g <= job.gpus and r <= runtime for g, r in failed):
+                    start = None
+                else:
+                    start = profile.earliest(job.gpus, runtime, start_from)
+                if start is None:
+                    failed.append((job.gpus, runtime))
+                    free = profile.longest_free(job.gpus, start_from)
+                    _note(
+                        result,
+                        job,
+                        slot,
+                        f"{hours(runtime)} needed, {hours(free)} left for {job.gpus} GPUs "
+                        "after work of higher priority or smaller share",
+                    )
+                    continue
+                profile.add(start, start + runtime, job.gpus)
+                result.placements[job.id] = Placement(
+                    job.id, slot, _dt(start), _dt(start + runtime)
+                )
+                charge = job.gpus * runtime
+                usage[team] += charge
+                result.gpu_hours[team] = result.gpu_hours.get(team, 0) + charge / 3600
+                served.add(team)
+                result.reasons.setdefault(job.id, []).append(
+                    f"Planned for {slot.label or slot.opens_at.isoformat()}, "
+                    f"starting {_dt(start):%a %H:%M} UTC."
+                )
+                if position[team] < len(team_jobs):
+                    heapq.heappush(heap, (0, usage[team] / weights.get(team, 1), team))
+                break
+        for team in by_team:
+            if team in served:
+                waiting[(team, slot.flavor_id)] = 0
+            elif served:
+                waiting[(team, slot.flavor_id)] += 1
+
+    for flavor_jobs in queued.values():
+        for job in flavor_jobs:
+            if job.id in result.placements:
+                continue
+            if job.gpus > biggest[job.flavor_id]:
+                _say(result, job, f"No window gives {job.gpus} GPUs of this flavor.")
+            elif job.runtime.total_seconds() > longest[job.flavor_id]:
+                _say(result, job, "No window is long enough for its maximum runtime.")
+            else:
+                _say(result, job, "Waiting for a later occurrence.")
+    result.waiting = dict(waiting)
+    return result
+
+
+# Explanations stay short: the first few occurrences a job missed, then a count.
+MAX_MISSES = 3
+
+
+def _note(result, job, slot, why):
+    reasons = result.reasons.setdefault(job.id, [])
+    misses = sum(1 for r in reasons if r.startswith("Did not fit"))
+    if misses < MAX_MISSES:
+        reasons.append(f"Did not fit {slot.label or slot.opens_at.isoformat()}: {why}.")
+    elif misses == MAX_MISSES:
+        reasons.append("Did not fit later occurrences either.")
+
+
+def _say(result, job, sentence):
+    result.reasons.setdefault(job.id, []).append(sentence)

@@ -1,0 +1,120 @@
+"""Batch pages: the calendar, job list, job form and job detail. Views parse
+input and call `batch.actions`; htmx requests get the partial they swap."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+from rest_framework.exceptions import ValidationError as FilterError
+
+from batch import actions, calendar
+from batch.api import filter_jobs, visible_jobs
+from batch.cluster import job_namespace
+from batch.forms import BatchJobForm
+from batch.models import BatchJob, BatchWindow
+from gpu_requests import actions as quota_actions
+from gpu_requests.forms import ReasonForm
+
+
+def _get_job_for_user(user, pk):
+    """The job if `user` may see it (its team's members, admins), else 404."""
+    jobs = visible_jobs(user).select_related("team", "flavor", "window", "created_by")
+    return get_object_or_404(jobs, pk=pk)
+
+
+@login_required
+def calendar_view(request):
+    now = timezone.now()
+    ends_at = now + actions.horizon()
+    windows = actions.windows_with_occurrences(now, ends_at)
+    team_ids = [t.pk for t in quota_actions.teams_for(request.user)]
+    if quota_actions.can_review(request.user):
+        team_ids = []  # admins see the whole; a share is a member's view
+    rows = calendar.occurrence_rows(windows, now, ends_at, team_ids=team_ids)
+    by_flavor = {}
+    for row in rows:
+        for cell in row["flavors"]:
+            by_flavor.setdefault(cell["flavor"], []).append({**row, "cell": cell})
+    context = {
+        "by_flavor": sorted(by_flavor.items(), key=lambda item: item[0].name),
+        "days": actions.horizon().days,
+        "windows": BatchWindow.objects.prefetch_related("capacities__flavor"),
+    }
+    return render(request, "batch/calendar.html", context)
+
+
+@login_required
+def job_list(request):
+    jobs = visible_jobs(request.user).select_related("team", "flavor", "window")
+    try:
+        jobs = filter_jobs(jobs, request.GET)
+    except FilterError as exc:
+        messages.error(request, " ".join(str(m) for ms in exc.detail.values() for m in ms))
+        jobs = jobs.none()
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "statuses": BatchJob.Status.choices,
+        "teams": quota_actions.teams_for(request.user),
+        "windows": BatchWindow.objects.all(),
+        "selected": request.GET,
+    }
+    return render(request, "batch/job_list.html", context)
+
+
+@login_required
+def job_new(request):
+    form = BatchJobForm(request.user, request.POST or None)
+    if request.method == "POST" and request.GET.get("validate"):
+        form.is_valid()
+        for name in list(form.errors):
+            if name not in form.fields or not request.POST.get(name, "").strip():
+                del form.errors[name]
+        context = {"form": form, "estimate": form.estimate(), "live": True}
+        return render(request, "batch/job_new.html#feedback", context)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = actions.submit(by=request.user, **form.submitted())
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                for error in errors:
+                    form.add_error(field if field in form.fields else None, error)
+        else:
+            messages.success(request, f"Batch job #{job.pk} queued.")
+            return redirect("batch_job_detail", pk=job.pk)
+    context = {"form": form, "estimate": form.estimate() if form.is_bound else None}
+    return render(request, "batch/job_new.html", context)
+
+
+@login_required
+def job_detail(request, pk):
+    job = _get_job_for_user(request.user, pk)
+    context = {
+        "job": job,
+        "events": job.events.select_related("actor"),
+        "namespace": job_namespace(job.team),
+        "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
+    }
+    return render(request, "batch/job_detail.html", context)
+
+
+@require_POST
+@login_required
+def job_cancel(request, pk):
+    job = _get_job_for_user(request.user, pk)
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors["reason"]))
+        return redirect("batch_job_detail", pk=job.pk)
+    try:
+        actions.cancel(job, by=request.user, reason=form.cleaned_data["reason"])
+    except quota_actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except quota_actions.ActionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Batch job #{job.pk} cancelled.")
+    return redirect("batch_job_detail", pk=job.pk)

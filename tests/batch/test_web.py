@@ -1,0 +1,99 @@
+"""Batch pages: calendar, job form (live estimate, errors), list, detail, cancel."""
+
+import pytest
+
+from batch import actions
+from batch.models import BatchJob
+
+
+@pytest.fixture
+def ready(allowlist, nightly, alice):
+    return alice
+
+
+def form_data(**overrides):
+    data = {
+        "name": "embed",
+        "flavor": "",
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": "python\nembed.py",
+        "args": "--shard\n3",
+        "env": "BATCH=64\nHF_TOKEN=secret:hf/token",
+        "gpus": "1",
+        "parallelism": "2",
+        "completions": "4",
+        "expected_runtime_minutes": "60",
+        "max_runtime_minutes": "90",
+        "priority": "0",
+        "target": "",
+    }
+    return {**data, **overrides}
+
+
+def test_it_submits_a_job_from_the_form(client, ready, vision, h100):
+    client.force_login(ready)
+    response = client.post(
+        "/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk), follow=True
+    )
+    job = BatchJob.objects.get()
+    assert response.redirect_chain[-1][0] == f"/batch/jobs/{job.pk}/"
+    assert job.command == ["python", "embed.py"]
+    assert job.env == [
+        {"name": "BATCH", "value": "64"},
+        {"name": "HF_TOKEN", "secret": {"name": "hf", "key": "token"}},
+    ]
+    assert b"Batch job #%d queued." % job.pk in response.content
+
+
+def test_the_live_estimate_shows_both_prices(client, ready, vision, h100):
+    client.force_login(ready)
+    response = client.post("/batch/jobs/new/?validate=1", form_data(team=vision.pk, flavor=h100.pk))
+    # 1 GPU x 2 pods x 1 h x 4.00 = 8.00 on demand; x 0.5 = 4.00
+    assert b"4.00 USD" in response.content
+    assert b"On demand the same job would cost 8.00 USD" in response.content
+
+
+def test_form_errors_are_shown_by_their_fields(client, ready, vision, h100):
+    client.force_login(ready)
+    response = client.post(
+        "/batch/jobs/new/",
+        form_data(team=vision.pk, flavor=h100.pk, image="quay.io/x:1", env="PASSWORD=hunter2"),
+    )
+    assert response.status_code == 200
+    assert b"not from an allowed registry" in response.content
+    assert b"PASSWORD looks like a secret" in response.content
+    assert not BatchJob.objects.exists()
+
+
+def test_calendar_and_detail_show_the_plan(client, ready, vision, h100, admin_user):
+    client.force_login(ready)
+    client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
+    actions.replan()
+    job = BatchJob.objects.get()
+    detail = client.get(f"/batch/jobs/{job.pk}/")
+    assert job.explanation.encode() in detail.content
+    assert b"vision/batch-%d" % job.pk in detail.content
+    client.force_login(admin_user)
+    calendar = client.get("/batch/")
+    assert b"2 of 8" in calendar.content
+
+
+def test_other_teams_cannot_see_or_cancel(client, ready, vision, h100, bob):
+    client.force_login(ready)
+    client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
+    job = BatchJob.objects.get()
+    client.force_login(bob)
+    assert client.get(f"/batch/jobs/{job.pk}/").status_code == 404
+    assert client.post(f"/batch/jobs/{job.pk}/cancel/").status_code == 404
+    assert b"embed" not in client.get("/batch/jobs/").content
+
+
+def test_cancel_from_the_page(client, ready, vision, h100):
+    client.force_login(ready)
+    client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
+    job = BatchJob.objects.get()
+    assert client.get(f"/batch/jobs/{job.pk}/cancel/").status_code == 405
+    response = client.post(f"/batch/jobs/{job.pk}/cancel/", follow=True)
+    assert b"cancelled" in response.content
+    job.refresh_from_db()
+    assert job.status == BatchJob.Status.CANCELLED

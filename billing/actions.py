@@ -104,7 +104,7 @@ def _rows(hour, measured, flavors, card):
     reserved = reserved_seconds(hour)
     set_aside = batch_set_aside_seconds(hour)
     prices = {flavor.pk: card.price(flavor.pk, hour) for flavor in flavors}
-    factor = settings.PORTAL_BILLING_SPOT_FACTOR
+    factor = settings.PORTAL_BATCH_SPOT_FACTOR
 
     def price(flavor_id, figures):
         return blend(prices[flavor_id], figures.spot, figures.allocated, factor)
@@ -338,7 +338,7 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
 def reprice_from(start):
     """Set the ledger's prices from `start` on to the rate card's (per flavor and rate span)."""
     card = RateCard()
-    factor = settings.PORTAL_BILLING_SPOT_FACTOR
+    factor = settings.PORTAL_BATCH_SPOT_FACTOR
     for flavor_id in card.flavors:
         later = {r.effective_from for rates in card.rates.values() for r in rates}
         boundaries = sorted({start} | {moment for moment in later if moment > start})

@@ -131,7 +131,6 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
         "PORTAL_BILLING_STEP": str(HISTORY_STEP),
         "PORTAL_BILLING_DELAY": "60",
         "PORTAL_BILLING_INTERVAL": "60",
-        "PORTAL_BILLING_SPOT_FACTOR": "0.4",
         "PORTAL_BILLING_BACKFILL_HOURS": str((HISTORY_DAYS + 1) * 24),
         "PORTAL_BILLING_HOURS_PER_RUN": "200",
     }

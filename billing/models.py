@@ -144,7 +144,7 @@ class UsageFigures(models.Model):
     active_seconds = models.BigIntegerField(default=0)
     idle_seconds = models.BigIntegerField(default=0)
     unmetered_seconds = models.BigIntegerField(default=0)
-    # Of allocated, on spot nodes: priced with PORTAL_BILLING_SPOT_FACTOR.
+    # Of allocated, on spot nodes: priced with PORTAL_BATCH_SPOT_FACTOR.
     spot_seconds = models.BigIntegerField(default=0)
     # Price per GPU-hour for this hour: the rate card's (MIG derived), blended
     # with the spot factor by the share of spot time (rates.blend).

@@ -317,10 +317,6 @@ PORTAL_BILLING_INTERVAL = env_int("PORTAL_BILLING_INTERVAL", 300, minimum=1)
 # PORTAL_BILLING_HOURS_PER_RUN pending hours (oldest first).
 PORTAL_BILLING_BACKFILL_HOURS = env_int("PORTAL_BILLING_BACKFILL_HOURS", 24, minimum=1)
 PORTAL_BILLING_HOURS_PER_RUN = env_int("PORTAL_BILLING_HOURS_PER_RUN", 24, minimum=1)
-# Price factor for GPU time on spot nodes (e.g. 0.35); 1 charges spot like on-demand.
-PORTAL_BILLING_SPOT_FACTOR = env_decimal("PORTAL_BILLING_SPOT_FACTOR", "1")
-if not Decimal(0) <= PORTAL_BILLING_SPOT_FACTOR <= Decimal(1):
-    raise ImproperlyConfigured("PORTAL_BILLING_SPOT_FACTOR must be between 0 and 1")
 # What a team is charged for: allocated GPU-hours, or the greater of reserved and allocated.
 PORTAL_BILLING_CHARGE = env_str("PORTAL_BILLING_CHARGE", "allocation")
 if PORTAL_BILLING_CHARGE not in ("allocation", "reservation"):

@@ -29,7 +29,7 @@ def prometheus_url():
 def metered(settings, prometheus_url, catalog, vision, nlp, alice, bob, admin_user, grant):
     settings.PORTAL_PROMETHEUS_URL = prometheus_url
     settings.PORTAL_BILLING_STEP = 60
-    settings.PORTAL_BILLING_SPOT_FACTOR = Decimal("0.4")
+    settings.PORTAL_BATCH_SPOT_FACTOR = Decimal("0.4")
     grant(vision, catalog["h100"], 4, H10, H10 + timedelta(hours=2), alice)
     actions.add_rate(catalog["h100"], H11, price=Decimal("5.00"), by=admin_user)
     actions.add_rate(

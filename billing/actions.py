@@ -6,6 +6,7 @@ Views, the API, the admin, tasks and the command call these.
 import hashlib
 import json
 import logging
+from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -13,10 +14,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 from django.utils import timezone
 
-from billing import metering, prometheus, queries
+from billing import batchwindows, metering, prometheus, queries
 from billing.models import (
     Budget,
     BudgetAlert,
@@ -27,7 +28,7 @@ from billing.models import (
     WorkloadUsage,
     mig_fraction,
 )
-from billing.rates import RateCard, blend, blended_expression
+from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning.manifests import namespace_name
@@ -87,33 +88,54 @@ def reserved_seconds(hour):
     return reserved
 
 
-def batch_set_aside_seconds(hour):
-    """{flavor id: GPU-seconds set aside for batch windows and not used}.
-
-    Seam for the batch app (windows that hold capacity back from quota): until
-    it lands nothing is set aside, and the admin page's line reads zero.
-    """
-    return {}
-
-
 # --- ingestion ---
 
 
 def _rows(hour, measured, flavors, card):
-    """Ledger rows (unsaved) for one hour; reservations come from the database."""
+    """Ledger rows (unsaved) for one hour; reservations and batch windows come
+    from the database (three queries)."""
     reserved = reserved_seconds(hour)
-    set_aside = batch_set_aside_seconds(hour)
-    prices = {flavor.pk: card.price(flavor.pk, hour) for flavor in flavors}
-    factor = settings.PORTAL_BATCH_SPOT_FACTOR
+    offpeak = batchwindows.offpeak_factors(hour)
+    set_aside = batchwindows.set_aside_seconds(hour)
+    rates = {flavor.pk: card.price(flavor.pk, hour) for flavor in flavors}
+    spot = settings.PORTAL_BATCH_SPOT_FACTOR
 
-    def price(flavor_id, figures):
-        return blend(prices[flavor_id], figures.spot, figures.allocated, factor)
-
+    workload_rows, weighted, covered = [], defaultdict(Decimal), defaultdict(int)
+    for (team_id, namespace, kind, name, flavor_id), load in sorted(measured.workload.items()):
+        factor = spot_factor(load.spot, load.allocated, spot)
+        if kind == "Job":
+            factor *= offpeak.get((namespace, name), 1)
+        weighted[(team_id, flavor_id)] += load.allocated * factor
+        covered[(team_id, flavor_id)] += load.allocated
+        workload_rows.append(
+            WorkloadUsage(
+                hour=hour,
+                team_id=team_id,
+                namespace=namespace,
+                kind=kind[:63],
+                name=name[:253],
+                flavor_id=flavor_id,
+                allocated_seconds=load.allocated,
+                active_seconds=load.active,
+                idle_seconds=load.idle,
+                unmetered_seconds=load.unmetered,
+                gpus=load.gpus,
+                activity_mean=load.activity_mean,
+                activity_histogram=load.histogram,
+                fb_peak_mib=None if load.fb_peak is None else int(load.fb_peak),
+                spot_seconds=load.spot,
+                price_factor=factor.quantize(FACTOR_PLACES),
+                price=priced(rates[flavor_id], factor),
+            )
+        )
     team_rows = []
     for key in sorted(set(measured.team) | set(reserved)):
         team_id, flavor_id = key
         figures = measured.team.get(key, metering.Figures())
         held = reserved.get(key, 0)
+        # The mean of its workloads' factors by their GPU-seconds (1 for any rest).
+        rest = figures.allocated - covered[key]
+        factor = (weighted[key] + rest) / figures.allocated if figures.allocated else Decimal(1)
         team_rows.append(
             TeamUsage(
                 hour=hour,
@@ -126,48 +148,35 @@ def _rows(hour, measured, flavors, card):
                 spot_seconds=figures.spot,
                 reserved_seconds=held,
                 reserved_unallocated_seconds=max(held - figures.allocated, 0),
-                price=price(flavor_id, figures),
+                price_factor=factor.quantize(FACTOR_PLACES),
+                price=priced(rates[flavor_id], factor),
             )
         )
-    workload_rows = [
-        WorkloadUsage(
-            hour=hour,
-            team_id=team_id,
-            namespace=namespace,
-            kind=kind[:63],
-            name=name[:253],
-            flavor_id=flavor_id,
-            allocated_seconds=load.allocated,
-            active_seconds=load.active,
-            idle_seconds=load.idle,
-            unmetered_seconds=load.unmetered,
-            gpus=load.gpus,
-            activity_mean=load.activity_mean,
-            activity_histogram=load.histogram,
-            fb_peak_mib=None if load.fb_peak is None else int(load.fb_peak),
-            spot_seconds=load.spot,
-            price=price(flavor_id, load),
-        )
-        for (team_id, namespace, kind, name, flavor_id), load in sorted(measured.workload.items())
-    ]
     flavor_rows = []
     for flavor in flavors:
         mine = [row for row in team_rows if row.flavor_id == flavor.pk]
         other = measured.other.get(flavor.pk, metering.Figures())
         capacity = measured.capacity.get(flavor.pk, flavor.capacity * 3600)
-        spot = measured.spot_capacity.get(flavor.pk, 0)
+        spot_capacity = measured.spot_capacity.get(flavor.pk, 0)
+        batch_used = sum(
+            row.allocated_seconds
+            for row in workload_rows
+            if row.flavor_id == flavor.pk and (row.namespace, row.name) in offpeak
+        )
+        factor = spot_factor(spot_capacity, capacity, spot)
         row = FlavorHour(
             hour=hour,
             flavor_id=flavor.pk,
             capacity_seconds=capacity,
-            spot_capacity_seconds=spot,
+            spot_capacity_seconds=spot_capacity,
             reserved_seconds=sum(r.reserved_seconds for r in mine),
             team_allocated_seconds=sum(r.allocated_seconds for r in mine),
             team_reserved_unallocated_seconds=sum(r.reserved_unallocated_seconds for r in mine),
             other_allocated_seconds=other.allocated,
-            batch_set_aside_unused_seconds=set_aside.get(flavor.pk, 0),
+            batch_set_aside_unused_seconds=max(set_aside.get(flavor.pk, 0) - batch_used, 0),
             active_seconds=sum(r.active_seconds for r in mine) + other.active,
-            price=blend(prices[flavor.pk], spot, capacity, factor),
+            price_factor=factor,
+            price=priced(rates[flavor.pk], factor),
         )
         row.unreserved_seconds = capacity - (
             row.team_allocated_seconds
@@ -338,23 +347,17 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
 def reprice_from(start):
     """Set the ledger's prices from `start` on to the rate card's (per flavor and rate span)."""
     card = RateCard()
-    factor = settings.PORTAL_BATCH_SPOT_FACTOR
     for flavor_id in card.flavors:
         later = {r.effective_from for rates in card.rates.values() for r in rates}
         boundaries = sorted({start} | {moment for moment in later if moment > start})
         for begin, end in zip(boundaries, boundaries[1:] + [None], strict=True):
-            price = card.price(flavor_id, begin)
+            rate = card.price(flavor_id, begin)
             span = Q(flavor_id=flavor_id, hour__gte=begin)
             if end is not None:
                 span &= Q(hour__lt=end)
-            for model, spot, seconds in (
-                (TeamUsage, "spot_seconds", "allocated_seconds"),
-                (WorkloadUsage, "spot_seconds", "allocated_seconds"),
-                (FlavorHour, "spot_capacity_seconds", "capacity_seconds"),
-            ):
-                model.objects.filter(span).update(
-                    price=blended_expression(price, spot, seconds, factor)
-                )
+            # Each row keeps its time-of-use factor; the database rounds to the column.
+            for model in (TeamUsage, WorkloadUsage, FlavorHour):
+                model.objects.filter(span).update(price=Value(rate) * F("price_factor"))
 
 
 # --- budgets ---

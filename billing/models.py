@@ -146,8 +146,10 @@ class UsageFigures(models.Model):
     unmetered_seconds = models.BigIntegerField(default=0)
     # Of allocated, on spot nodes: priced with PORTAL_BATCH_SPOT_FACTOR.
     spot_seconds = models.BigIntegerField(default=0)
-    # Price per GPU-hour for this hour: the rate card's (MIG derived), blended
-    # with the spot factor by the share of spot time (rates.blend).
+    # Time of use: the mean of the factors of the row's GPU-seconds (spot
+    # factor on spot nodes, a batch window's off-peak factor inside it; 1 else).
+    price_factor = models.DecimalField(max_digits=9, decimal_places=6, default=Decimal(1))
+    # Price per GPU-hour for this hour: the rate card's (MIG derived) x price_factor.
     price = models.DecimalField(max_digits=12, decimal_places=4)
 
     class Meta:
@@ -218,6 +220,7 @@ class FlavorHour(models.Model):
     batch_set_aside_unused_seconds = models.BigIntegerField(default=0)
     unreserved_seconds = models.BigIntegerField(default=0)
     active_seconds = models.BigIntegerField(default=0)
+    price_factor = models.DecimalField(max_digits=9, decimal_places=6, default=Decimal(1))
     price = models.DecimalField(max_digits=12, decimal_places=4)
 
     class Meta:

@@ -3,13 +3,10 @@
 import bisect
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Case, DecimalField, ExpressionWrapper, F, Q, Value, When
-
 from billing.models import Rate, mig_fraction
 from gpu_requests.models import Flavor
 
 PRICE_PLACES = Decimal("0.0001")
-PRICE = DecimalField(max_digits=20, decimal_places=8)
 
 
 class RateCard:
@@ -50,27 +47,16 @@ class RateCard:
         return (parent_price * fraction).quantize(PRICE_PLACES, ROUND_HALF_UP)
 
 
-def blend(price, spot_seconds, seconds, factor):
-    """`price` with the spot factor applied to the spot share of `seconds`."""
-    if not seconds or not spot_seconds or factor == 1:
-        return price
+FACTOR_PLACES = Decimal("0.000001")
+
+
+def spot_factor(spot_seconds, seconds, factor):
+    """The mean price factor of `seconds` of which `spot_seconds` ran on spot nodes."""
+    if not seconds or not spot_seconds:
+        return Decimal(1)
     share = Decimal(spot_seconds) / Decimal(seconds)
-    return (price * (1 - share * (1 - factor))).quantize(PRICE_PLACES, ROUND_HALF_UP)
+    return (1 - share * (1 - factor)).quantize(FACTOR_PLACES, ROUND_HALF_UP)
 
 
-def blended_expression(price, spot_field, seconds_field, factor):
-    """`blend` as an SQL expression over a ledger row's own columns."""
-    share = ExpressionWrapper(
-        F(spot_field) * Value(Decimal(1)) / F(seconds_field), output_field=PRICE
-    )
-    return Case(
-        When(
-            Q(**{f"{seconds_field}__gt": 0}, **{f"{spot_field}__gt": 0}),
-            then=ExpressionWrapper(
-                Value(price) * (Value(Decimal(1)) - share * Value(Decimal(1) - factor)),
-                output_field=PRICE,
-            ),
-        ),
-        default=Value(price),
-        output_field=PRICE,
-    )
+def priced(price, factor):
+    return (price * factor).quantize(PRICE_PLACES, ROUND_HALF_UP)

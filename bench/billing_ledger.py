@@ -93,10 +93,10 @@ def fill(teams, days):
             f"""
             INSERT INTO billing_teamusage (hour, team_id, flavor_id, allocated_seconds,
                 active_seconds, idle_seconds, unmetered_seconds, reserved_seconds,
-                reserved_unallocated_seconds, lost_seconds, price)
+                reserved_unallocated_seconds, lost_seconds, spot_seconds, price_factor, price)
             SELECT %s::timestamptz + h * interval '1 hour', t.id, f.id,
                    a * 3600, a * 2400, a * 1000, a * 200, 8 * 3600,
-                   GREATEST(8 * 3600 - a * 3600, 0), 0, f.price_per_gpu_hour
+                   GREATEST(8 * 3600 - a * 3600, 0), 0, 0, 1, f.price_per_gpu_hour
             FROM generate_series(0, {hours - 1}) h
             CROSS JOIN gpu_requests_team t
             CROSS JOIN gpu_requests_flavor f
@@ -109,10 +109,10 @@ def fill(teams, days):
             f"""
             INSERT INTO billing_workloadusage (hour, team_id, flavor_id, namespace, kind, name,
                 allocated_seconds, active_seconds, idle_seconds, unmetered_seconds, gpus,
-                activity_mean, activity_histogram, fb_peak_mib, price)
+                activity_mean, activity_histogram, fb_peak_mib, spot_seconds, price_factor, price)
             SELECT %s::timestamptz + h * interval '1 hour', t.id, f.id, t.slug, 'Job',
                    'job-' || w, 3600 * (w + 1), 2400 * (w + 1), 1200 * (w + 1), 0, w + 1,
-                   0.4, '{{"40": 60}}'::jsonb, 20000, f.price_per_gpu_hour
+                   0.4, '{{"40": 60}}'::jsonb, 20000, 0, 1, f.price_per_gpu_hour
             FROM generate_series({month}, {hours - 1}) h
             CROSS JOIN gpu_requests_team t
             CROSS JOIN generate_series(0, 2) w
@@ -125,9 +125,9 @@ def fill(teams, days):
             INSERT INTO billing_flavorhour (hour, flavor_id, capacity_seconds, reserved_seconds,
                 team_allocated_seconds, team_reserved_unallocated_seconds,
                 other_allocated_seconds, batch_set_aside_unused_seconds, unreserved_seconds,
-                active_seconds, price)
+                active_seconds, spot_capacity_seconds, price_factor, price)
             SELECT %s::timestamptz + h * interval '1 hour', f.id, f.capacity * 3600, 0,
-                   0, 0, 0, 0, f.capacity * 3600, 0, f.price_per_gpu_hour
+                   0, 0, 0, 0, f.capacity * 3600, 0, 0, 1, f.price_per_gpu_hour
             FROM generate_series(0, {hours - 1}) h CROSS JOIN gpu_requests_flavor f
             """,
             [START],

@@ -3,8 +3,8 @@
 from datetime import UTC
 
 from django.conf import settings
-from django.db.models import F, Max
-from django.db.models.functions import TruncDay
+from django.db.models import ExpressionWrapper, F, FloatField, Max, Sum
+from django.db.models.functions import NullIf, TruncDay
 
 from billing.models import FlavorHour, TeamUsage, cost_expression, cost_of, hours
 
@@ -50,6 +50,12 @@ def workload_figures():
         "cost": cost_of("allocated_seconds"),
         "gpus": Max("gpus"),
         "fb_peak_mib": Max("fb_peak_mib"),
+        # Mean engine activity over the metered GPU-seconds.
+        "activity": ExpressionWrapper(
+            Sum(F("activity_mean") * (F("active_seconds") + F("idle_seconds")))
+            / NullIf(Sum(F("active_seconds") + F("idle_seconds")), 0),
+            output_field=FloatField(),
+        ),
     }
 
 

@@ -38,7 +38,7 @@ def test_it_shows_spend_idle_and_top_idle_workloads(client, alice, usage):
     assert response.status_code == 200
     page = response.content.decode()
     assert "32.00 USD" in page
-    assert "24.00 USD idle" in page
+    assert "24.00 USD idle" in page and "at 2 % activity" in page
     assert "Job notebook" in page
     assert 'id="daily-chart"' in page and "Idle 6 GPU-hours" in page
 

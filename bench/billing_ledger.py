@@ -165,7 +165,9 @@ RAW_TEAM = [
               SUM(w.allocated_seconds) / 3600.0, SUM(w.active_seconds) / 3600.0,
               SUM(w.idle_seconds) / 3600.0, SUM(w.unmetered_seconds) / 3600.0,
               SUM(w.idle_seconds * w.price) / 3600 AS idle,
-              SUM(w.allocated_seconds * w.price) / 3600, MAX(w.gpus), MAX(w.fb_peak_mib)
+              SUM(w.allocated_seconds * w.price) / 3600, MAX(w.gpus), MAX(w.fb_peak_mib),
+              SUM(w.activity_mean * (w.active_seconds + w.idle_seconds))
+                / NULLIF(SUM(w.active_seconds + w.idle_seconds), 0)
        FROM billing_workloadusage w JOIN gpu_requests_flavor f ON f.id = w.flavor_id
        WHERE w.team_id = %(team)s AND w.hour >= %(start)s AND w.hour < %(end)s
        GROUP BY 1, 2, 3, 4, 5 ORDER BY idle DESC, 1, 2, 3, 4, 5 LIMIT 10""",

@@ -116,7 +116,7 @@ def team_report(team, month):
     for row in report["daily"]:
         row["label"] = f"{row['day']:%d}"
     report["daily_chart"] = charts.stacked_bars(report["daily"], "label")
-    report["burn_chart"] = _burn_down(report["daily"], month, report["budget"])
+    report["burn_chart"] = _burn_down(report["daily"], month, report["budget"], report["forecast"])
     report["utilisation"] = activity_charts(month, report["activity"])
     return report
 
@@ -137,8 +137,8 @@ def budget_state(spent, amount):
     return {"percent": percent, "word": word, "left": amount - Decimal(spent)}
 
 
-def _burn_down(daily, month, budget):
-    """Cumulative spend per day against the budget line (and the pace to the end)."""
+def _burn_down(daily, month, budget, forecast_total):
+    """Cumulative spend per day against the budget line, and the pace to the month's end."""
     days = [f"{day:02d}" for day in range(1, month.hours // 24 + 1)]
     spent_by_day = {row["label"]: row["cost"] for row in daily}
     cumulative, running = [], Decimal(0)
@@ -148,6 +148,12 @@ def _burn_down(daily, month, budget):
         cumulative.append(running if last and label <= last else None)
     lines = [{"label": "Spent so far", "values": cumulative}]
     peak = max([v for v in cumulative if v is not None], default=0)
+    if forecast_total is not None and last:
+        start, spent = days.index(last), cumulative[days.index(last)]
+        step = (forecast_total - spent) / max(len(days) - 1 - start, 1)
+        pace = [None] * start + [spent + step * i for i in range(len(days) - start)]
+        lines.append({"label": "Forecast at this pace", "values": pace, "dash": "2 3"})
+        peak = max(peak, forecast_total)
     if budget is not None:
         lines.append(
             {"label": "Budget", "values": [budget.monthly_amount] * len(days), "dash": "6 4"}

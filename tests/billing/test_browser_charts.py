@@ -64,7 +64,7 @@ def test_team_and_admin_pages_draw_their_charts(
             )
         )
         assert {f"url(#daily-chart-{p})" for p in ("solid", "hatch", "dots")} <= fills
-        assert page.locator("#burn-chart polyline").count() == 2  # spent, budget
+        assert page.locator("#burn-chart polyline").count() == 3  # spent, forecast, budget
         assert "Job train" in page.locator("#utilisation").inner_text()
         shot(page, "billing_team")
 

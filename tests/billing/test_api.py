@@ -1,4 +1,4 @@
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -103,3 +103,18 @@ def test_budgets(client, carol, alice, bob, vision):
     huge = {"team": "nlp", "monthly_amount": "1e999"}
     response = client.post("/api/v1/billing/budgets/", huge, content_type="application/json")
     assert response.status_code == 400 and "monthly_amount" in response.json()
+
+
+def test_reservation_mode_charges_the_greater_of_reserved_and_allocated(
+    client, alice, vision, h100, settings, grant
+):
+    # 2 GPU-hours allocated of 6 reserved, at 4.00.
+    grant(vision, h100, 6, HOUR, HOUR + timedelta(hours=1), alice)
+    meter(HOUR, teams={(vision, h100): (2 * 3600, 3600, 3600, 0)})
+    client.force_login(alice)
+    row = client.get("/api/v1/billing/usage/").json()["results"][0]
+    assert (row["cost"], row["other_cost"]) == ("8.00", "24.00")
+    settings.PORTAL_BILLING_CHARGE = "reservation"
+    body = client.get("/api/v1/billing/usage/").json()
+    assert body["charge"] == "reservation"
+    assert (body["results"][0]["cost"], body["results"][0]["other_cost"]) == ("24.00", "8.00")

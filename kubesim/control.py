@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler
+from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler, xid
 from kubesim import nodes as lifecycle
 from kubesim.clock import format_time, parse_time
 from kubesim.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, NotFound
@@ -462,6 +462,73 @@ class ControlPlane:
             ),
         }
 
+    def inject_xid(self, name: str, gpu: int, code: int) -> dict:
+        """POST /_sim/nodes/{name}/gpus/{gpu}/xid: the driver reports an XID on one GPU.
+        The pod using that GPU crashes (its CUDA calls fail); unless the XID is one the
+        device plugin puts down to the application, the GPU turns unhealthy and the
+        node's allocatable for its resource drops, as the device plugin reports it."""
+        now = self.clock.now()
+        with self.store.lock:
+            node = self.store.get("nodes", None, name)
+            devices = [d for d in cluster.node_devices(node) if d.gpu == gpu]
+            if not devices:
+                raise NotFound(message=f'node "{name}" has no GPU {gpu}')
+            was_healthy = gpu not in xid.unhealthy_gpus(node)
+            node["metadata"]["annotations"] = xid.with_event(node, gpu, code, format_time(now))
+            node = self.store.update("nodes", None, node)
+            healthy = code in xid.APPLICATION_XIDS
+            if was_healthy and not healthy:
+                status = node["status"]
+                allocatable = dict(status.get("allocatable") or {})
+                for device in devices:
+                    left = int(allocatable.get(device.resource, "0")) - 1
+                    allocatable[device.resource] = str(max(left, 0))
+                node = self.store.update(
+                    "nodes",
+                    None,
+                    {**node, "status": {**status, "allocatable": allocatable}},
+                    subresource="status",
+                )
+            keys = {d.key for d in devices}
+            pods, _ = self.store.list_refs("pods", field_selector=f"spec.nodeName={name}")
+            crashed = []
+            for pod in pods:
+                if scheduler.is_active(pod) and keys & set(scheduler.held_device_keys(pod)):
+                    self._crash_on_xid(pod, gpu, code, devices[0].resource, now)
+                    crashed.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+        return {
+            "node": name,
+            "gpu": gpu,
+            "code": code,
+            "message": xid.message(code),
+            "healthy": gpu not in xid.unhealthy_gpus(node),
+            "allocatable": node["status"]["allocatable"],
+            "crashed": crashed,
+        }
+
+    def _crash_on_xid(self, pod: dict, gpu: int, code: int, resource: str, now) -> None:
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return
+        status = kubelet.killed_status(pod, now, exit_code=1)
+        self._write_status("pods", {**pod, "status": status})
+        started = kubelet.run_started_at(pod)
+        crash = (
+            f"{format_time(now)} RuntimeError: CUDA error: unspecified launch failure "
+            f"(GPU {gpu}: Xid {code}, {xid.message(code)})\n"
+        )
+        users = {
+            c["name"]
+            for c in pod["spec"].get("containers") or []
+            if resource in ((c.get("resources") or {}).get("limits") or {})
+        }
+        if started:
+            self._log_each(
+                pod,
+                lambda name: (
+                    (crash if name in users else "") + kubelet.end_log(pod, started, now, name, 1)
+                ),
+            )
+
     def node_report(self) -> dict:
         """GET /_sim/nodes: reclaims so far, pending ones, replacements to come and the
         next random reclaim of every spot node."""
@@ -580,6 +647,7 @@ class ControlPlane:
             and (p.get("status") or {}).get("phase", "Pending") == "Pending"
             and (p["spec"].get("schedulerName") or "default-scheduler") == "default-scheduler"
             and not p["metadata"].get("deletionTimestamp")
+            and not p["spec"].get("schedulingGates")
         ]
         if not pending:
             return
@@ -704,10 +772,9 @@ class ControlPlane:
                 return
             status = kubelet.killed_status(pod, now)
             self._write_status("pods", {**pod, "status": status})
-            first = (pod["spec"].get("containers") or [{}])[0].get("name", "")
             started = kubelet.run_started_at(pod)
             if started:
-                self._log(pod, kubelet.end_log(pod, started, now, first, 137))
+                self._log_each(pod, lambda name: kubelet.end_log(pod, started, now, name, 137))
         if meta.get("deletionGracePeriodSeconds") != 0:
             self._ignore_missing(
                 self.store.delete, "pods", meta["namespace"], meta["name"], grace_period_seconds=0
@@ -740,8 +807,7 @@ class ControlPlane:
                 f"Started container {container['name']}",
                 component="kubelet",
             )
-        first = (pod["spec"].get("containers") or [{}])[0].get("name", "")
-        self._log(pod, kubelet.start_log(pod, now, first))
+        self._log_each(pod, lambda name: kubelet.start_log(pod, now, name))
 
     def _advance_pod(self, pod: dict, now) -> None:
         status = kubelet.next_status(pod, now, job_failed=self._job_failed(pod))
@@ -757,9 +823,9 @@ class ControlPlane:
         self._write_status("pods", {**pod, "status": status})
         if terminated and started:
             code = terminated.get("exitCode", 0)
-            self._log(pod, kubelet.end_log(pod, started, now, first, code))
+            self._log_each(pod, lambda name: kubelet.end_log(pod, started, now, name, code))
             if new.get("restartCount", 0) > old.get("restartCount", 0):
-                self._log(pod, kubelet.start_log(pod, now, first))
+                self._log_each(pod, lambda name: kubelet.start_log(pod, now, name))
         if any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or []):
             self.event(pod, "Warning", "Killing", status.get("message", ""), component="kubelet")
 
@@ -828,9 +894,8 @@ class ControlPlane:
             handle.write(text)
         os.replace(tmp, path)  # atomic: Prometheus never reads half a file
 
-    def pod_log(self, namespace: str, name: str) -> str:
-        with self.store.lock:
-            return self.store.logs.get((namespace, name), "")
+    def pod_log(self, namespace: str, name: str, container: str = "") -> str:
+        return self.store.read_log(namespace, name, container) or ""
 
     def disrupt_pod(self, namespace: str, name: str, reason: str = "TerminationByKubelet"):
         """Kill a running pod from outside (spot reclaim, preemption) right now."""
@@ -897,8 +962,18 @@ class ControlPlane:
             self.store.update, resource, namespace, obj, subresource="status"
         )
 
-    def _log(self, pod: dict, text: str) -> None:
-        self.store.append_log(pod["metadata"]["namespace"], pod["metadata"]["name"], text)
+    def _log_each(self, pod: dict, text_for) -> None:
+        """Append text_for(container name) to every container's log."""
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            self._log(pod, text_for(container["name"]), container["name"])
+
+    def _log(self, pod: dict, text: str, container: str = "") -> None:
+        """Append to a container's log ("" or the first container's name: the first)."""
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        if container == containers[0].get("name"):
+            container = ""
+        meta = pod["metadata"]
+        self.store.append_log(meta["namespace"], meta["name"], text, container)
 
     @staticmethod
     def _ignore_missing(fn, *args, **kwargs):
@@ -919,7 +994,7 @@ def _frees_resources(event_type: str, pod: dict) -> bool:
 
 def _unschedulable(pod: dict) -> bool:
     return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False"
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
         for c in (pod.get("status") or {}).get("conditions") or []
     )
 

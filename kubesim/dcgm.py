@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from kubesim import exposition, kubelet
+from kubesim import exposition, kubelet, xid
 from kubesim.cluster import GPU_MODELS, Device, node_devices
 from kubesim.exposition import Family
 from kubesim.scheduler import held_device_keys
@@ -74,7 +74,12 @@ FIELDS = [
         False,
     ),
 ]
-FAMILIES = [field.family for field in FIELDS]
+XID_COUNT = Family(
+    "DCGM_EXP_XID_ERRORS_COUNT",
+    "gauge",
+    "Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+)
+FAMILIES = [field.family for field in FIELDS] + [XID_COUNT]
 POD_LABELS = ("namespace", "pod", "container")
 
 # modelName -> SM clock (idle MHz, max boost MHz).
@@ -208,7 +213,10 @@ def device_labels(device: Device, pod: dict | None, pod_labels=POD_LABELS) -> li
     return labels
 
 
-def _xid(node: dict, pod: dict | None) -> int:
+def _xid(node: dict, pod: dict | None, gpu: int) -> int:
+    last = xid.last_code(node, gpu)
+    if last:
+        return last
     for obj in (pod, node):
         value = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(XID_ANNOTATION)
         if value:
@@ -232,6 +240,7 @@ def node_rows(
     """(labels, values) for every device of one node at `now`."""
     rows = []
     boot = _boot_time(node, now)
+    counted: set[int] = set()  # XIDs are per physical GPU: count them on its first row
     for device in node_devices(node):
         pod = holders.get(device.key)
         utilisation = kubelet.gpu_utilisation(pod, now, device.key) if pod else 0.0
@@ -243,7 +252,10 @@ def node_rows(
             idle_watts,
             boot,
         )
-        values = device_values(device, pod, now, _xid(node, pod), energy, utilisation)
+        values = device_values(device, pod, now, _xid(node, pod, device.gpu), energy, utilisation)
+        if device.gpu not in counted:
+            counted.add(device.gpu)
+            values[XID_COUNT.name] = xid.recent_counts(node, device.gpu, now)
         rows.append((device_labels(device, pod, pod_labels), values))
     return rows
 
@@ -255,7 +267,21 @@ def render_rows(rows: list[tuple[list, dict]]) -> str:
         ]
         for field in FIELDS
     }
+    # The exporter adds the last XID's code and text as labels of its own series.
+    grouped["DCGM_FI_DEV_XID_ERRORS"] = [
+        (labels + _xid_labels(int(value)), value)
+        for labels, value in grouped["DCGM_FI_DEV_XID_ERRORS"]
+    ]
+    grouped[XID_COUNT.name] = [
+        (labels + [("window_size_in_ms", str(xid.COUNT_WINDOW_MS)), ("xid", str(code))], str(n))
+        for labels, values in rows
+        for code, n in sorted(values.get(XID_COUNT.name, {}).items())
+    ]
     return exposition.render(FAMILIES, grouped)
+
+
+def _xid_labels(code: int) -> list[tuple]:
+    return [("err_code", str(code)), ("err_msg", xid.message(code))]
 
 
 def render(

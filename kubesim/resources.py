@@ -173,6 +173,21 @@ def default_pod(obj: dict) -> None:
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
     status.setdefault("qosClass", _qos_class(spec))
+    conditions = status.get("conditions") or []
+    if spec.get("schedulingGates") and not any(
+        isinstance(c, dict) and c.get("type") == "PodScheduled" for c in conditions
+    ):
+        # The apiserver marks a gated pod at creation (applySchedulingGatedCondition).
+        status["conditions"] = conditions + [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": None,
+                "lastTransitionTime": None,
+            }
+        ]
 
 
 def default_job(obj: dict) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from fractions import Fraction
 
-from kubesim import quantity
+from kubesim import quantity, xid
 from kubesim.cluster import Device, node_devices
 from kubesim.quota import effective, is_extended
 
@@ -215,8 +215,11 @@ def assign_devices(pod: dict, node: dict, pods_on_node: list[dict]) -> list[Devi
     """The free devices (lowest index first) a pod gets for its extended GPU requests."""
     taken = {key for other in pods_on_node if is_active(other) for key in held_device_keys(other)}
     wanted = {name: int(v) for name, v in pod_requests(pod).items() if is_extended(name)}
+    unhealthy = xid.unhealthy_gpus(node)
     assigned = []
     for device in node_devices(node):
+        if device.gpu in unhealthy:
+            continue  # the device plugin no longer advertises it
         if wanted.get(device.resource, 0) > 0 and device.key not in taken:
             assigned.append(device)
             wanted[device.resource] -= 1

@@ -20,7 +20,9 @@ from .errors import (
     ApiError,
     BadRequest,
     Expired,
+    FieldError,
     InternalError,
+    Invalid,
     MethodNotAllowed,
     NotFound,
     ServiceUnavailable,
@@ -413,12 +415,7 @@ class Handler(BaseHTTPRequestHandler):
                 },
             )
         if method == "GET" and subresource == "log":
-            store.get_ref(rtype.plural, namespace, name)
-            text = store.logs.get((namespace, name), "")
-            if query.get("tailLines"):
-                lines = text.splitlines(keepends=True)
-                text = "".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else ""
-            return self._send(200, text.encode(), "text/plain")
+            return self._send(200, _pod_log(store, namespace, name, query).encode(), "text/plain")
         if method == "GET":
             obj = store.get_ref(rtype.plural, namespace, name)
             if self._wants_table():
@@ -670,6 +667,48 @@ def _seconds(body: dict, field: str, default) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10**7:
         raise BadRequest(f"{field}: must be a number of seconds between 0 and 10000000")
     return float(value)
+
+
+def _pod_log(store, namespace: str, name: str, query: dict) -> str:
+    """GET pods/{name}/log: the apiserver picks the container (validateContainer), a pod
+    without a node has an empty log, and the kubelet refuses a container that has not
+    started yet."""
+    pod = store.get_ref("pods", namespace, name)
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    container = query.get("container") or ""
+    if not container:
+        if len(names) != 1:
+            raise BadRequest(
+                f"a container name must be specified for pod {name}, "
+                f"choose one of: [{' '.join(names)}]"
+            )
+        container = names[0]
+    elif container not in names:
+        raise BadRequest(f"container {container} is not valid for pod {name}")
+    tail = query.get("tailLines")
+    if tail is not None:
+        try:
+            tail = int(tail)
+        except ValueError:
+            raise BadRequest(f"tailLines: invalid integer {tail!r}") from None
+        if tail < 0:
+            raise Invalid(
+                kind="PodLogOptions",
+                name=name,
+                errors=[
+                    FieldError("Invalid", "tailLines", tail, "must be greater than or equal to 0")
+                ],
+            )
+    text = store.read_log(namespace, name, "" if container == names[0] else container)
+    if text is None:
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return ""  # LogLocation has no kubelet to ask: an empty stream
+        raise BadRequest(
+            f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+        )
+    if tail is not None:
+        text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
+    return text
 
 
 def _exists(store, rtype, namespace, name) -> bool:

@@ -102,10 +102,16 @@ class Store:
         (keep it quick: set an Event, don't do the work there)."""
         self._subscribers.append(fn)
 
-    def append_log(self, namespace: str, name: str, text: str) -> None:
-        """Container output served by GET pods/{name}/log."""
+    def append_log(self, namespace: str, name: str, text: str, container: str = "") -> None:
+        """Container output served by GET pods/{name}/log ("" is the first container)."""
+        key = (namespace, name, container)
         with self.lock:
-            self.logs[(namespace, name)] = self.logs.get((namespace, name), "") + text
+            self.logs[key] = self.logs.get(key, "") + text
+
+    def read_log(self, namespace: str, name: str, container: str = "") -> str | None:
+        """A container's output so far (None: it never started)."""
+        with self.lock:
+            return self.logs.get((namespace, name, container))
 
     @property
     def resource_version(self) -> str:
@@ -396,7 +402,7 @@ class Store:
             return {
                 "resourceVersion": self._rv,
                 "objects": {r: list(objs.values()) for r, objs in self._objects.items() if objs},
-                "logs": [[ns, name, text] for (ns, name), text in self.logs.items()],
+                "logs": [[ns, name, text, c] for (ns, name, c), text in self.logs.items()],
             }
 
     def load(self, state: dict) -> None:
@@ -412,7 +418,10 @@ class Store:
             self._rv = int(state.get("resourceVersion", 0))
             self._history.clear()
             self._compacted_rv = self._rv
-            self.logs = {(ns, name): text for ns, name, text in state.get("logs", [])}
+            self.logs = {
+                (entry[0], entry[1], entry[3] if len(entry) > 3 else ""): entry[2]
+                for entry in state.get("logs", [])
+            }
 
     # --- internals ---
 
@@ -533,7 +542,8 @@ class Store:
             target = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._rv)}}
             self._objects[rtype.plural].pop(key, None)
             if rtype.plural == "pods":
-                self.logs.pop(key, None)
+                for log_key in [k for k in self.logs if k[:2] == key]:
+                    del self.logs[log_key]
             old = target
         else:
             meta["resourceVersion"] = str(self._rv)

@@ -54,6 +54,11 @@ def _pod_cells(pod: dict, now) -> list:
             reason = state["waiting"]["reason"]
         elif state.get("terminated", {}).get("reason"):
             reason = state["terminated"]["reason"]
+    if any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+        for c in status.get("conditions") or []
+    ):
+        reason = "SchedulingGated"
     if pod["metadata"].get("deletionTimestamp"):
         reason = "Terminating"
     return [

@@ -407,6 +407,18 @@ def _immutable_errors(rtype: ResourceType, new: dict, old: dict) -> list[FieldEr
     elif rtype.plural == "rolebindings" and new.get("roleRef") != old.get("roleRef"):
         errors.append(FieldError("Invalid", "roleRef", new.get("roleRef"), "cannot change roleRef"))
     elif rtype.plural == "pods":
+        old_gates = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or []}
+        for index, gate in enumerate((new.get("spec") or {}).get("schedulingGates") or []):
+            if gate.get("name") not in old_gates:
+                errors.append(
+                    FieldError(
+                        "Forbidden",
+                        f"spec.schedulingGates[{index}]",
+                        None,
+                        "only deletion is allowed, but found new scheduling gate "
+                        f"'{gate.get('name')}'",
+                    )
+                )
         new_spec = _pod_spec_for_compare(new.get("spec") or {}, old.get("spec") or {})
         old_spec = _pod_spec_for_compare(old.get("spec") or {}, old.get("spec") or {})
         if new_spec != old_spec:

@@ -5,6 +5,7 @@ import time
 import uuid
 
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from kubesim.testing import api_client
 
@@ -36,6 +37,26 @@ def wait_for(predicate, timeout: float = 5.0, interval: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s: {predicate}")
         time.sleep(interval)
+
+
+def condition(obj, kind):
+    """A status condition of a client model object by type (None when absent)."""
+    return next((c for c in obj.status.conditions or [] if c.type == kind), None)
+
+
+def running_pod(k, ns, name):
+    """Wait until the pod runs; return it."""
+    return wait_for(
+        lambda: (p := k.core.read_namespaced_pod(name, ns)).status.phase == "Running" and p
+    )
+
+
+def pod_gone(k, ns, name) -> bool:
+    try:
+        k.core.read_namespaced_pod(name, ns)
+    except ApiException as error:
+        return error.status == 404
+    return False
 
 
 def error_body(exc) -> dict:

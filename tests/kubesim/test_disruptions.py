@@ -11,7 +11,15 @@ from kubernetes.client.rest import ApiException
 
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
-from tests.kubesim.simhelpers import Clients, job, pod, wait_for
+from tests.kubesim.simhelpers import (
+    Clients,
+    condition,
+    job,
+    pod,
+    pod_gone,
+    running_pod,
+    wait_for,
+)
 
 L4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
 IGNORE_DISRUPTIONS = {
@@ -28,26 +36,8 @@ def k():
         yield Clients(sim)
 
 
-def running_pod(k, ns, name):
-    return wait_for(
-        lambda: (p := k.core.read_namespaced_pod(name, ns)).status.phase == "Running" and p
-    )
-
-
 def job_pods(k, ns, name):
     return k.core.list_namespaced_pod(ns, label_selector=f"job-name={name}").items
-
-
-def condition(obj, kind):
-    return next((c for c in obj.status.conditions or [] if c.type == kind), None)
-
-
-def gone(k, ns, name):
-    try:
-        k.core.read_namespaced_pod(name, ns)
-    except ApiException as error:
-        return error.status == 404
-    return False
 
 
 def reclaim(k, node, **body):
@@ -71,7 +61,7 @@ def test_deleting_a_running_pod_waits_for_its_grace_period(k):
     k.advance(29)
     assert k.core.read_namespaced_pod("web", ns).status.phase == "Running"
     k.advance(2)
-    assert wait_for(lambda: gone(k, ns, "web"))
+    assert wait_for(lambda: pod_gone(k, ns, "web"))
 
 
 def test_a_zero_grace_period_or_an_unscheduled_pod_goes_at_once(k):
@@ -79,10 +69,10 @@ def test_a_zero_grace_period_or_an_unscheduled_pod_goes_at_once(k):
     k.core.create_namespaced_pod(ns, pod("web", annotations={"kubesim.io/duration": "1h"}))
     running_pod(k, ns, "web")
     k.core.delete_namespaced_pod("web", ns, grace_period_seconds=0)
-    assert gone(k, ns, "web")
+    assert pod_gone(k, ns, "web")
     k.core.create_namespaced_pod(ns, pod("nowhere", node_selector={"no": "such-node"}))
     k.core.delete_namespaced_pod("nowhere", ns)
-    assert gone(k, ns, "nowhere")
+    assert pod_gone(k, ns, "nowhere")
 
 
 def test_the_eviction_api_marks_the_pod_and_deletes_it_gracefully(k):
@@ -100,7 +90,7 @@ def test_the_eviction_api_marks_the_pod_and_deletes_it_gracefully(k):
     assert target.message == "Eviction API: evicting"
     assert evicted.metadata.deletion_grace_period_seconds == 10
     k.advance(11)
-    assert wait_for(lambda: gone(k, ns, "web"))
+    assert wait_for(lambda: pod_gone(k, ns, "web"))
 
 
 def test_eviction_errors_read_like_the_apiserver(k):
@@ -149,7 +139,7 @@ def test_reclaim_by_eviction_is_ignored_by_a_pod_failure_policy(k):
     replacement = wait_for(
         lambda: [p for p in job_pods(k, ns, "spot") if p.metadata.name != first.metadata.name]
     )[0]
-    assert wait_for(lambda: gone(k, ns, first.metadata.name))
+    assert wait_for(lambda: pod_gone(k, ns, first.metadata.name))
     done = k.batch.read_namespaced_job("spot", ns)
     assert not done.status.failed and not condition(done, "Failed")
     assert replacement.spec.node_name is None  # no L4 node left until the new one joins
@@ -194,7 +184,7 @@ def test_reclaim_by_shutdown_fails_pods_with_termination_by_kubelet(k):
     assert (ready.status, ready.message) == ("False", "node is shutting down")
     assert k.core.read_namespaced_pod("solo", ns).status.phase == "Running"
     k.advance(46)
-    assert wait_for(lambda: gone(k, ns, "solo"))  # failed, then collected with its node
+    assert wait_for(lambda: pod_gone(k, ns, "solo"))  # failed, then collected with its node
     assert "gpu-l4-0" not in node_names(k)
 
 
@@ -206,7 +196,7 @@ def test_shutdown_pods_of_a_job_are_failed_with_the_condition_before_they_go(k):
     (first,) = wait_for(lambda: [p for p in job_pods(k, ns, "spot") if p.status.phase == "Running"])
     reclaim(k, "gpu-l4-0", mode="shutdown", grace_seconds=10)
     k.advance(11)
-    assert wait_for(lambda: gone(k, ns, first.metadata.name))
+    assert wait_for(lambda: pod_gone(k, ns, first.metadata.name))
     status = k.batch.read_namespaced_job("spot", ns).status
     assert not status.failed
     events = k.core.list_namespaced_event(ns).items

@@ -13,7 +13,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Value
 from django.utils import timezone
 
@@ -305,21 +305,14 @@ def ingest_closed_hours(now=None, limit=None):
 # --- rate card ---
 
 
-def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_basis=""):
-    """Append a price to the rate card and re-price the ledger hours it covers.
-
-    The rate card itself is never rewritten; ledger rows carry the price in
-    force for their hour, so a backdated rate re-prices the hours from its
-    start to the next rate (one UPDATE per affected flavor).
-    """
-    if not quota_actions.can_review(by):
-        raise quota_actions.NotAllowed("Only platform admins can change prices.")
+def validate_rate(flavor, effective_from, *, price=None, mig_parent=None, mig_basis=""):
+    """The rate's start, hour-aligned and UTC; ValidationError naming the field if it is wrong."""
     effective_from = check_hour(effective_from, "effective_from")
     if price is None and mig_parent is None:
         raise ValidationError({"price_per_gpu_hour": "Give a price or a MIG parent to derive it."})
     if price is not None and price < 0:
         raise ValidationError({"price_per_gpu_hour": "A price cannot be negative."})
-    if mig_parent is not None:
+    if price is None:
         if mig_parent.pk == flavor.pk:
             raise ValidationError({"mig_parent": "A flavor cannot be its own parent."})
         if mig_basis not in Rate.MigBasis.values:
@@ -327,20 +320,39 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
         if mig_fraction(flavor, mig_parent, mig_basis) is None:
             message = f"{flavor} is not a MIG slice (its resource is {flavor.resource_name})."
             raise ValidationError({"mig_parent": message})
-    with transaction.atomic():
-        if Rate.objects.filter(flavor=flavor, effective_from=effective_from).exists():
-            raise ValidationError(
-                {"effective_from": "This flavor already has a rate starting then; add a later one."}
+    if Rate.objects.filter(flavor=flavor, effective_from=effective_from).exists():
+        raise ValidationError({"effective_from": TAKEN})
+    return effective_from
+
+
+TAKEN = "This flavor already has a rate starting then; add a later one."
+
+
+def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_basis=""):
+    """Append a price to the rate card and re-price the ledger hours it covers.
+
+    The rate card itself is never rewritten; ledger rows carry the price in
+    force for their hour, so a backdated rate re-prices the hours from its
+    start to the next rate.
+    """
+    if not quota_actions.can_review(by):
+        raise quota_actions.NotAllowed("Only platform admins can change prices.")
+    effective_from = validate_rate(
+        flavor, effective_from, price=price, mig_parent=mig_parent, mig_basis=mig_basis
+    )
+    try:
+        with transaction.atomic():
+            rate = Rate.objects.create(
+                flavor=flavor,
+                effective_from=effective_from,
+                price_per_gpu_hour=price,
+                mig_parent=mig_parent if price is None else None,
+                mig_basis=mig_basis if price is None else "",
+                created_by=by,
             )
-        rate = Rate.objects.create(
-            flavor=flavor,
-            effective_from=effective_from,
-            price_per_gpu_hour=price,
-            mig_parent=mig_parent if price is None else None,
-            mig_basis=mig_basis if price is None else "",
-            created_by=by,
-        )
-        reprice_from(effective_from)
+            reprice_from(effective_from)
+    except IntegrityError:  # another admin's rate for the same start, just now
+        raise ValidationError({"effective_from": TAKEN}) from None
     return rate
 
 

@@ -1,15 +1,39 @@
 """Admin: the rate card is append-only (rows are added through the action,
 never edited), budgets are set through the action, hours are read-only."""
 
-from django.contrib import admin, messages
+from django import forms
+from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from billing import actions
 from billing.models import Budget, IngestedHour, Rate
 
 
+class RateForm(forms.ModelForm):
+    class Meta:
+        model = Rate
+        fields = ["flavor", "effective_from", "price_per_gpu_hour", "mig_parent", "mig_basis"]
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            actions.validate_rate(
+                data["flavor"],
+                data["effective_from"],
+                price=data.get("price_per_gpu_hour"),
+                mig_parent=data.get("mig_parent"),
+                mig_basis=data.get("mig_basis", ""),
+            )
+        except ValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+        return data
+
+
 @admin.register(Rate)
 class RateAdmin(admin.ModelAdmin):
+    form = RateForm
     list_display = [
         "flavor",
         "effective_from",
@@ -28,23 +52,16 @@ class RateAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        try:
-            actions.add_rate(
-                obj.flavor,
-                obj.effective_from,
-                price=obj.price_per_gpu_hour,
-                mig_parent=obj.mig_parent,
-                mig_basis=obj.mig_basis,
-                by=request.user,
-            )
-        except (ValidationError, actions.quota_actions.NotAllowed) as exc:
-            self.message_user(request, "; ".join(_messages(exc)), messages.ERROR)
-
-
-def _messages(exc):
-    if isinstance(exc, ValidationError):
-        return [f"{field}: {' '.join(texts)}" for field, texts in exc.message_dict.items()]
-    return [str(exc)]
+        # Through the action (which re-prices the ledger); the form validated it.
+        rate = actions.add_rate(
+            obj.flavor,
+            obj.effective_from,
+            price=obj.price_per_gpu_hour,
+            mig_parent=obj.mig_parent,
+            mig_basis=obj.mig_basis,
+            by=request.user,
+        )
+        obj.pk = rate.pk
 
 
 @admin.register(Budget)

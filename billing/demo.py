@@ -20,7 +20,7 @@ from pathlib import Path
 
 SCRAPE_INTERVAL = "15s"
 HISTORY_DAYS = 30
-HISTORY_STEP = 300  # seconds: a month of the demo cluster in a minute or two
+HISTORY_STEP = 1800  # seconds: a month of the demo cluster loads in minutes, not an hour
 # The families billing reads (kubesim writes only these to the history).
 HISTORY_METRICS = (
     "kube_pod_container_resource_requests|kube_pod_status_phase|kube_pod_owner|"

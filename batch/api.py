@@ -8,7 +8,12 @@ from datetime import timedelta
 
 from django.db.models import Prefetch
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -81,13 +86,17 @@ class WindowViewSet(
         return Response(calendar.window_occurrences(window, starts_at, ends_at))
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("status", enum=BatchJob.Status.values),
-        OpenApiParameter("team", str, description="Team slug."),
-        OpenApiParameter("window", int, description="Window id of the plan."),
-    ],
-    methods=["GET"],
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            # Empty means all, as the job list page's filter sends it.
+            OpenApiParameter("status", enum=["", *BatchJob.Status.values]),
+            OpenApiParameter("team", str, description="Team slug."),
+            OpenApiParameter(
+                "window", str, pattern=r"^[0-9]{0,18}$", description="Window id of the plan."
+            ),
+        ],
+    )
 )
 class JobViewSet(
     APIViewSetMixin,

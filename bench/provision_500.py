@@ -78,6 +78,7 @@ def main():
     os.environ["CELERY_BROKER_URL"] = broker = f"redis://{netloc}/14"
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{workdir}/portal.sqlite3")
     os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
     os.environ["PORTAL_KUBE_RETRIES"] = "2"
 
     import redis

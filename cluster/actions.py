@@ -59,4 +59,5 @@ def set_capacity_override(flavor, override, *, by):
         capacity.save(update_fields=["override"])
         pinned = override if override is not None else capacity.devices
         if pinned is not None:
-            Flavor.objects.filter(pk=flavor.pk).update(capacity=pinned)
+            # Refused below what is reserved; audited.
+            quota_actions.change_capacity(flavor, pinned, by=by, reason="capacity override")

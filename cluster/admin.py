@@ -1,7 +1,9 @@
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 
 from cluster import actions
 from cluster.models import FlavorCapacity, GpuNode
+from gpu_requests import actions as quota_actions
 from gpu_requests.actions import can_review
 
 
@@ -15,6 +17,22 @@ class FlavorCapacityAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return can_review(request.user) and super().has_change_permission(request, obj)
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+
+        class OverrideForm(form):
+            def clean_override(self):
+                override = self.cleaned_data["override"]
+                pinned = override if override is not None else obj.devices
+                if obj is not None and pinned is not None and pinned < obj.flavor.capacity:
+                    try:
+                        quota_actions.check_capacity(obj.flavor, pinned)
+                    except quota_actions.OverCommitted as exc:
+                        raise ValidationError(str(exc)) from None
+                return override
+
+        return OverrideForm
 
     def save_model(self, request, obj, form, change):
         # Through the action, so approvals use the new capacity at once.

@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 
 from gpu_requests import actions, hooks
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
@@ -54,11 +55,41 @@ class FlavorAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # Once the cluster inventory counts a flavor, its capacity comes from
-        # there (or from the override on the inventory's page), not from here.
+        # there (or from the override on the inventory's page), not from here;
+        # and only platform admins change it.
         inventory = getattr(obj, "inventory", None)
-        if inventory is not None and inventory.observed_at is not None:
+        counted = inventory is not None and inventory.observed_at is not None
+        if obj is not None and (counted or not actions.can_review(request.user)):
             return ["capacity"]
         return []
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None or "capacity" not in form.base_fields:
+            return form
+
+        class CapacityForm(form):
+            def clean_capacity(self):
+                gpus = self.cleaned_data["capacity"]
+                if gpus is not None and gpus < obj.capacity:
+                    try:
+                        actions.check_capacity(obj, gpus)
+                    except actions.OverCommitted as exc:
+                        raise ValidationError(str(exc)) from None
+                return gpus
+
+        return CapacityForm
+
+    def save_model(self, request, obj, form, change):
+        gpus = obj.capacity
+        if change and "capacity" in form.changed_data:
+            # Through the action: checked again under the approvals' lock, audited.
+            obj.capacity = form.initial["capacity"]
+            super().save_model(request, obj, form, change)
+            actions.change_capacity(obj, gpus, by=request.user)
+            obj.capacity = gpus
+        else:
+            super().save_model(request, obj, form, change)
 
 
 class AuditEventInline(admin.TabularInline):

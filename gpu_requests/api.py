@@ -7,13 +7,15 @@ another team's request is a 404, never a 403.
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -22,7 +24,6 @@ from gpu_requests import actions
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
 from gpu_requests.serializers import (
     CapacityErrorSerializer,
-    ErrorSerializer,
     FlavorSerializer,
     QuotaRequestCreateSerializer,
     QuotaRequestDetailSerializer,
@@ -30,6 +31,8 @@ from gpu_requests.serializers import (
     ReasonSerializer,
     TeamSerializer,
 )
+from portal.api import ErrorSerializer, Pagination
+from portal.schema import ERRORS
 
 Status = QuotaRequest.Status
 
@@ -57,11 +60,7 @@ def exception_handler(exc, context):
     return drf_exception_handler(exc, context)
 
 
-ERROR_400 = OpenApiResponse(
-    OpenApiTypes.OBJECT,
-    description='Invalid input: `{"field": ["message", ...]}`, or `{"detail": "..."}` '
-    "for a body that is not JSON.",
-)
+ERROR_400 = ERRORS["400"]
 ERROR_403 = OpenApiResponse(ErrorSerializer, description="You may see this but not do this.")
 ERROR_404 = OpenApiResponse(ErrorSerializer, description="No such request among your teams'.")
 ERROR_409 = OpenApiResponse(
@@ -69,27 +68,7 @@ ERROR_409 = OpenApiResponse(
 )
 
 
-class Pagination(LimitOffsetPagination):
-    # Also keeps ?limit= within PostgreSQL's bigint: unbounded, a huge one was a 500.
-    max_limit = 1000
-
-    def paginate_queryset(self, queryset, request, view=None):
-        """DRF's, but a first page is read before counting: when it is also the
-        last one, its length is the count (one query instead of two)."""
-        limit = self.get_limit(request)
-        if limit is None or self.get_offset(request) > 0:
-            return super().paginate_queryset(queryset, request, view)
-        results = list(queryset[:limit])
-        if len(results) == limit:
-            return super().paginate_queryset(queryset, request, view)
-        self.request, self.limit, self.offset, self.count = request, limit, 0, len(results)
-        return results
-
-
 class APIViewSetMixin:
-    # Token first: its WWW-Authenticate header makes DRF answer anonymous
-    # callers 401 rather than 403, whichever scheme they meant to use.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
     pagination_class = Pagination
 
 
@@ -126,12 +105,15 @@ TRANSITION_SCHEMA = extend_schema(
 )
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("status", enum=Status.values, description="Only requests in this status."),
-        OpenApiParameter("team", str, description="Only this team's requests (slug)."),
-    ],
-    methods=["GET"],
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status", enum=Status.values, description="Only requests in this status."
+            ),
+            OpenApiParameter("team", str, description="Only this team's requests (slug)."),
+        ],
+    )
 )
 class QuotaRequestViewSet(
     APIViewSetMixin,

@@ -298,8 +298,12 @@ class AuditEvent(models.Model):
         SYNC_FAILED = "sync_failed", "Sync failed"
         DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
         DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
+        CHANGE_CAPACITY = "change_capacity", "Capacity changed"
 
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="audit_events")
+    # None for events of no team (a flavor's capacity changed).
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, related_name="audit_events", null=True, blank=True
+    )
     quota_request = models.ForeignKey(
         QuotaRequest,
         on_delete=models.PROTECT,

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from gpu_requests import actions
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, SyncStatus, Team
+from portal.api import ErrorSerializer
 
 # Caps on strings the models leave unbounded, so a client cannot make us
 # store (or look up) megabytes.
@@ -153,7 +154,10 @@ class ReasonSerializer(serializers.Serializer):
 
 class AuditEventSerializer(serializers.ModelSerializer):
     actor = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, help_text="Null when the system acted."
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="Null when the system acted.",
     )
 
     class Meta:
@@ -196,12 +200,13 @@ class QuotaRequestDetailSerializer(QuotaRequestSerializer):
         read_only_fields = fields
 
 
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-
-
 class CapacityErrorSerializer(ErrorSerializer):
-    flavor = serializers.CharField(help_text="Slug of the flavor that is full.")
-    peak = serializers.IntegerField(help_text="GPUs already reserved at the busiest moment.")
-    capacity = serializers.IntegerField()
-    requested = serializers.IntegerField()
+    """Either kind of 409 of an approval: a status conflict has only `detail`;
+    a capacity conflict has the other fields too."""
+
+    flavor = serializers.CharField(required=False, help_text="Slug of the flavor that is full.")
+    peak = serializers.IntegerField(
+        required=False, help_text="GPUs already reserved at the busiest moment."
+    )
+    capacity = serializers.IntegerField(required=False)
+    requested = serializers.IntegerField(required=False)

@@ -2,6 +2,8 @@ import os
 
 from celery import Celery, signals
 
+from portal import logs
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")
@@ -17,3 +19,7 @@ def _drop_broken_connections(**kwargs):
 
     for connection in connections.all(initialized_only=True):
         connection.close_if_unusable_or_obsolete()
+
+
+signals.task_prerun.connect(logs.task_started, weak=False)
+signals.task_postrun.connect(logs.task_finished, weak=False)

@@ -6,6 +6,7 @@ broker is kombu's filesystem transport, so no Redis is needed either.
 """
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,9 +29,18 @@ def manage(*args, **env):
     )
 
 
+def demo_secret_key():
+    """The demo's own key, made once per checkout (production must set one)."""
+    path = VAR_DIR / "demo-secret-key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
 def main():
     # kombu's filesystem transport wants its folders to exist.
     (VAR_DIR / "broker" / "processed").mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
     os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
     # Billing's Prometheus (if installed): its settings reach web, worker and beat.

@@ -9,8 +9,10 @@ message that names it.
 import os
 import re
 import tempfile
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -58,6 +60,34 @@ def env_decimal(name, default):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a decimal number") from None
 
 
+def env_rate(name, default):
+    """A rate as DRF's throttles take it: `100/min` (per sec, min, hour or day)."""
+    raw = os.environ.get(name) or default
+    count, _, period = raw.partition("/")
+    if not count.isdigit() or period not in ("s", "sec", "m", "min", "h", "hour", "d", "day"):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate like 100/min")
+    return raw
+
+
+_QUALIFIED_NAME = (
+    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_LABEL_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+
+
+def env_metadata(name, *, labels):
+    """`key=value,...` as Kubernetes labels (or annotations: any value)."""
+    result = {}
+    for item in env_list(name, []):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        bad_value = labels and not re.fullmatch(_LABEL_VALUE, value)
+        if not sep or not re.fullmatch(_QUALIFIED_NAME, key) or bad_value:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a valid key=value")
+        result[key] = value
+    return result
+
+
 def env_list(name, default):
     raw = os.environ.get(name)
     if raw is None:
@@ -68,7 +98,14 @@ def env_list(name, default):
 def env_database(name, default):
     raw = os.environ.get(name) or default
     try:
-        config = dj_database_url.parse(raw, conn_max_age=60)
+        config = dj_database_url.parse(
+            raw,
+            # Seconds a process keeps its connection; 0 closes it after every
+            # request. Each gunicorn worker thread and Celery worker holds at
+            # most one, so PostgreSQL sees at most workers x threads.
+            conn_max_age=env_int("PORTAL_CONN_MAX_AGE", 60, minimum=0),
+            conn_health_checks=env_bool("PORTAL_CONN_HEALTH_CHECKS", True),
+        )
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a database URL: {exc}") from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -84,11 +121,29 @@ def env_database(name, default):
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG and os.environ.get("PORTAL_REQUIRE_SECRET"):
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set")
-    SECRET_KEY = "insecure-demo-key-set-DJANGO_SECRET_KEY-in-production"
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false; make one with "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    SECRET_KEY = "insecure-debug-key-set-DJANGO_SECRET_KEY-in-production"
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# Served over HTTPS by a proxy (the Ingress) that terminates TLS and sets
+# X-Forwarded-Proto: secure cookies, redirect plain HTTP, HSTS.
+PORTAL_HTTPS = env_bool("PORTAL_HTTPS", False)
+if PORTAL_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Kubelet probes and Prometheus scrape the pod over plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("PORTAL_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("PORTAL_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("PORTAL_HSTS_PRELOAD", True)
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -106,7 +161,11 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "django_htmx",
     "template_partials",
+    "axes",
+    "django_prometheus",
+    "mozilla_django_oidc",
     "gpu_requests",
+    "accounts",
     "cluster",
     "billing",
     "provisioning",
@@ -114,7 +173,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "portal.logs.RequestLogMiddleware",
+    "portal.edge.RefuseBadInput",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -123,7 +186,27 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+
+# Pages load scripts and styles from /static/ only; the bars' widths are the
+# only inline styles (attributes). htmx's own indicator <style> is turned off
+# in base.html and lives in portal.css.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -138,6 +221,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.sign_in",
             ],
         },
     },
@@ -146,10 +230,86 @@ TEMPLATES = [
 DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Shared by every process (API throttling counts): Redis in production; with
+# nothing set, each process counts on its own.
+PORTAL_CACHE_URL = env_str("PORTAL_CACHE_URL", "")
+if PORTAL_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": PORTAL_CACHE_URL,
+        }
+    }
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Single sign-on (OpenID Connect, accounts/oidc.py): on when OIDC_RP_CLIENT_ID
+# is set. The provider's endpoints are given, not discovered at start-up.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_OP_LOGOUT_ENDPOINT = env_str("OIDC_OP_LOGOUT_ENDPOINT", "")
+if OIDC_RP_CLIENT_ID:
+    _missing = [
+        name
+        for name in (
+            "OIDC_RP_CLIENT_SECRET",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_USER_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+        )
+        if not globals()[name]
+    ]
+    if _missing:
+        raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set: set {', '.join(_missing)} too")
+OIDC_STORE_ID_TOKEN = True
+OIDC_OP_LOGOUT_URL_METHOD = "accounts.oidc.logout_url"
+PORTAL_OIDC_NAME = env_str("PORTAL_OIDC_NAME", "single sign-on")
+PORTAL_OIDC_USERNAME_CLAIM = env_str("PORTAL_OIDC_USERNAME_CLAIM", "preferred_username")
+# Groups claim -> platform admins, and -> team memberships: the regex names the
+# team's slug (`team`) and, if it matches, the manager role (`role`).
+PORTAL_OIDC_ADMIN_GROUPS = env_list("PORTAL_OIDC_ADMIN_GROUPS", [])
+PORTAL_OIDC_TEAM_GROUP_REGEX = env_str(
+    "PORTAL_OIDC_TEAM_GROUP_REGEX", r"gpu-team-(?P<team>[a-z0-9-]+?)(?:-(?P<role>manager))?"
+)
+try:
+    if "team" not in re.compile(PORTAL_OIDC_TEAM_GROUP_REGEX).groupindex:
+        raise ImproperlyConfigured("PORTAL_OIDC_TEAM_GROUP_REGEX needs a (?P<team>...) group")
+except re.error as exc:
+    raise ImproperlyConfigured(f"PORTAL_OIDC_TEAM_GROUP_REGEX is not a regex: {exc}") from None
+# Username and password logins (the demo's); false leaves single sign-on only.
+PORTAL_LOCAL_LOGIN = env_bool("PORTAL_LOCAL_LOGIN", True)
+if not PORTAL_LOCAL_LOGIN and not OIDC_RP_CLIENT_ID:
+    raise ImproperlyConfigured("PORTAL_LOCAL_LOGIN=false needs single sign-on (OIDC_RP_CLIENT_ID)")
+if OIDC_OP_LOGOUT_ENDPOINT:
+    # Logging out posts here and is redirected to the provider: a form's
+    # redirect is bound by form-action too.
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        "{0.scheme}://{0.netloc}".format(urlsplit(OIDC_OP_LOGOUT_ENDPOINT))
+    )
+AUTHENTICATION_BACKENDS = [
+    # Counts failed logins and refuses them past the limit (before the check).
+    "axes.backends.AxesStandaloneBackend",
+    *(["accounts.oidc.PortalOIDCBackend"] if OIDC_RP_CLIENT_ID else []),
+    *(["django.contrib.auth.backends.ModelBackend"] if PORTAL_LOCAL_LOGIN else []),
+]
+# Past PORTAL_LOGIN_FAILURE_LIMIT failures for one username, or from one
+# address, logins are refused (429) for PORTAL_LOGIN_COOLOFF_MINUTES.
+AXES_FAILURE_LIMIT = env_int("PORTAL_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("PORTAL_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
@@ -211,6 +371,10 @@ PORTAL_KUBE_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT", 10, minimum=1)
 PORTAL_KUBE_RETRIES = env_int("PORTAL_KUBE_RETRIES", 2, minimum=0)
 PORTAL_KUBE_FIELD_MANAGER = env_str("PORTAL_KUBE_FIELD_MANAGER", "gpu-portal")
 PORTAL_NAMESPACE_PREFIX = env_str("PORTAL_NAMESPACE_PREFIX", "")
+# Labels and annotations every team namespace gets (e.g. for a NetworkPolicy
+# or cost-allocation controller): "key=value,key2=value2".
+PORTAL_NAMESPACE_LABELS = env_metadata("PORTAL_NAMESPACE_LABELS", labels=True)
+PORTAL_NAMESPACE_ANNOTATIONS = env_metadata("PORTAL_NAMESPACE_ANNOTATIONS", labels=False)
 PORTAL_RBAC_CLUSTER_ROLE = env_str("PORTAL_RBAC_CLUSTER_ROLE", "edit")
 PORTAL_RBAC_SUBJECTS = env_str("PORTAL_RBAC_SUBJECTS", "group")
 if PORTAL_RBAC_SUBJECTS not in ("group", "users"):
@@ -221,6 +385,8 @@ PORTAL_RBAC_GROUP_TEMPLATE = env_str("PORTAL_RBAC_GROUP_TEMPLATE", "gpu-team-{sl
 if "{slug}" not in PORTAL_RBAC_GROUP_TEMPLATE:
     raise ImproperlyConfigured("PORTAL_RBAC_GROUP_TEMPLATE must contain {slug}")
 PORTAL_RBAC_USER_PREFIX = env_str("PORTAL_RBAC_USER_PREFIX", "oidc:")
+# /readyz gives each of its checks (database, broker, cluster) this many seconds.
+PORTAL_READY_TIMEOUT = env_int("PORTAL_READY_TIMEOUT", 2, minimum=1)
 # A worker's claim on a team's sync runs out after this many seconds (if it died).
 PORTAL_SYNC_LEASE = env_int("PORTAL_SYNC_LEASE", 60, minimum=1)
 PORTAL_SYNC_SWEEP_INTERVAL = env_int("PORTAL_SYNC_SWEEP_INTERVAL", 5, minimum=1)
@@ -259,14 +425,24 @@ CELERY_BEAT_SCHEDULE |= {
 QUOTA_MAX_JUSTIFICATION = 2000
 
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes DRF answer anonymous
+    # callers 401 rather than 403, whichever scheme they meant to use.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.PersonalOrAdminTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["portal.api.JSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_rate("PORTAL_API_RATE_ANON", "60/min"),
+        "user": env_rate("PORTAL_API_RATE_USER", "1200/min"),
+    },
+    "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "gpu_requests.api.exception_handler",
 }
@@ -288,12 +464,36 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# One line per request (portal.requests) and per task (portal.tasks); JSON
+# objects, one per line, with PORTAL_LOG_FORMAT=json.
+PORTAL_LOG_FORMAT = env_str("PORTAL_LOG_FORMAT", "text")
+if PORTAL_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"PORTAL_LOG_FORMAT={PORTAL_LOG_FORMAT!r} must be text or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": PORTAL_LOG_FORMAT},
+    },
     "root": {"handlers": ["console"], "level": env_str("PORTAL_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # portal.requests has a line for every 4xx already; Django's own would
+        # add a traceback to an expected 403. Server errors still come here.
+        "django.request": {"level": "ERROR"},
+        # A line per login and logout otherwise; lockouts are warnings.
+        "axes": {"level": "WARNING"},
+    },
 }
+# The worker logs through LOGGING too, instead of Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Billing (billing/): GPU-hours metered from Prometheus (DCGM exporter and
 # kube-state-metrics). Empty PORTAL_PROMETHEUS_URL: no metering, and the

@@ -47,6 +47,8 @@ class Desired:
             gpus_by_resource=self.gpus_by_resource,
             subjects=self.subjects(),
             cluster_role=settings.PORTAL_RBAC_CLUSTER_ROLE,
+            namespace_labels=settings.PORTAL_NAMESPACE_LABELS,
+            namespace_annotations=settings.PORTAL_NAMESPACE_ANNOTATIONS,
         )
 
     def digest(self):

@@ -33,20 +33,21 @@ def _metadata(name, namespace, team_slug):
     return {"name": name, "namespace": namespace, "labels": _labels(team_slug)}
 
 
-def namespace(team_slug, prefix=""):
-    """The team's namespace, with Pod Security Admission `restricted` enforced."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {
-            "name": namespace_name(team_slug, prefix),
-            "labels": {
-                **_labels(team_slug),
-                "pod-security.kubernetes.io/enforce": "restricted",
-                "pod-security.kubernetes.io/enforce-version": "latest",
-            },
+def namespace(team_slug, prefix="", *, labels=None, annotations=None):
+    """The team's namespace, with Pod Security Admission `restricted` enforced,
+    plus the operator's labels and annotations (ours win on a clash)."""
+    metadata = {
+        "name": namespace_name(team_slug, prefix),
+        "labels": {
+            **(labels or {}),
+            **_labels(team_slug),
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
         },
     }
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
 def quota_hard(gpus_by_resource):
@@ -128,12 +129,20 @@ def network_policy(namespace, team_slug):
 
 
 def team_objects(
-    *, team_slug, prefix, gpus_by_resource, subjects, cluster_role, default_requests=None
+    *,
+    team_slug,
+    prefix,
+    gpus_by_resource,
+    subjects,
+    cluster_role,
+    default_requests=None,
+    namespace_labels=None,
+    namespace_annotations=None,
 ):
     """Every object a team gets, namespace first (the others live in it)."""
     ns = namespace_name(team_slug, prefix)
     return [
-        namespace(team_slug, prefix),
+        namespace(team_slug, prefix, labels=namespace_labels, annotations=namespace_annotations),
         resource_quota(ns, team_slug, gpus_by_resource),
         limit_range(ns, team_slug, default_requests),
         role_binding(ns, team_slug, subjects, cluster_role),

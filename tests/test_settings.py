@@ -24,6 +24,10 @@ def start_up(**env):
         ("PORTAL_LIFECYCLE_INTERVAL", "soon", "PORTAL_LIFECYCLE_INTERVAL='soon' is not a whole"),
         ("PORTAL_LIFECYCLE_INTERVAL", "0", "PORTAL_LIFECYCLE_INTERVAL='0' must be at least 1"),
         ("DATABASE_URL", "mysqlish://x", "DATABASE_URL='mysqlish://x' is not a database URL"),
+        ("PORTAL_NAMESPACE_LABELS", "a=b c", "PORTAL_NAMESPACE_LABELS: 'a=b c' is not a valid"),
+        ("PORTAL_NAMESPACE_ANNOTATIONS", "=x", "PORTAL_NAMESPACE_ANNOTATIONS: '=x' is not a valid"),
+        ("PORTAL_API_RATE_USER", "fast", "PORTAL_API_RATE_USER='fast' is not a rate"),
+        ("PORTAL_LOG_FORMAT", "xml", "PORTAL_LOG_FORMAT='xml' must be text or json"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value, message):

@@ -182,3 +182,16 @@ def test_empty_maps_and_lists_match_what_the_server_leaves_out():
     assert actions.matches({"subjects": []}, {"roleRef": {}})
     assert actions.matches({"spec": {"hard": {}}}, {"spec": {}})
     assert not actions.matches({"spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}, {"spec": {}})
+
+
+def test_team_namespaces_carry_the_operators_labels_and_annotations(
+    vision, alice, demo_flavors, cluster, approve_now, settings
+):
+    settings.PORTAL_NAMESPACE_LABELS = {"networking.example.com/profile": "isolated"}
+    settings.PORTAL_NAMESPACE_ANNOTATIONS = {"cost.example.com/center": "ML research #42"}
+    approve_now(vision, demo_flavors["h100"], alice)
+    actions.sync_team(vision.pk)
+    metadata = cluster.get("Namespace", "vision")["metadata"]
+    assert metadata["labels"]["networking.example.com/profile"] == "isolated"
+    assert metadata["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert metadata["annotations"]["cost.example.com/center"] == "ML research #42"

@@ -44,7 +44,11 @@ def test_cordoned_nodes_do_not_count(cluster, demo_flavors):
     node = GpuNode.objects.get(name="gpu-h100-0")
     assert node.cordoned
     assert node.pool == "h100"
-    assert node.taint_labels == ["nvidia.com/gpu:NoSchedule"]
+    # As the real node lifecycle controller does, kubesim taints a cordoned node.
+    assert node.taint_labels == [
+        "nvidia.com/gpu:NoSchedule",
+        "node.kubernetes.io/unschedulable:NoSchedule",
+    ]
 
 
 def test_pods_on_a_flavors_nodes_count_as_allocated(cluster, demo_flavors):

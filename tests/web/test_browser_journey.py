@@ -65,6 +65,15 @@ def page(browser, live_server):
         route.abort()
 
     page.route(lambda url: not url.startswith(live_server.url), block_outside)
+    # Every page must work under the Content-Security-Policy: Chromium reports
+    # each refused script, style or connection on the console.
+    refused = []
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield page
     context.close()
     # ORM calls made while Playwright runs get a connection of their own
@@ -72,6 +81,7 @@ def page(browser, live_server):
     # test database is dropped.
     connections.close_all()
     assert outside == []
+    assert refused == []
 
 
 def shot(page, name):

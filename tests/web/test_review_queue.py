@@ -226,7 +226,8 @@ def test_it_pages_the_queue(login, admin_user, vision, alice, h100):
     assert "<strong>27</strong> pending requests" in first and "page 1 of 2" in first
     second = client.get(URL, {"page": 2}).content.decode()
     assert [f'id="req-{r.pk}"' in second for r in requests[-3:]] == [False, True, True]
-    assert client.get(URL, {"page": "nonsense\x00"}).status_code == 200
+    assert client.get(URL, {"page": "nonsense"}).status_code == 200
+    assert client.get(URL, {"page": "nonsense\x00"}).status_code == 400  # at the edge
 
 
 def test_it_refuses_an_oversized_reason(login, admin_user, pending):

@@ -1,0 +1,77 @@
+"""What every API view shares: the JSON parser and pagination, so every
+endpoint refuses bad input the same way (portal/schema.py documents it)."""
+
+import io
+
+from django.conf import settings
+from rest_framework import parsers, serializers, status
+from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class RequestTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's, with the body capped at DATA_UPLOAD_MAX_MEMORY_SIZE (DRF reads
+    the stream itself, past Django's check) and deep nesting a 400: the decoder
+    recurses once per level, and ~1,000 levels raise RecursionError."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        body = stream.read(limit + 1)
+        if len(body) > limit:
+            raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
+        try:
+            return super().parse(io.BytesIO(body), media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply.") from None
+
+
+class Pagination(LimitOffsetPagination):
+    """`?limit=` and `?offset=` as DRF has them, but a bad value is a 400
+    naming it, not silently the default."""
+
+    max_limit = 1000
+    # Beyond any table we will have, and within PostgreSQL's bigint.
+    max_offset = 10**12
+
+    def _whole_number(self, request, name, minimum, maximum, default):
+        raw = request.query_params.get(name)
+        if raw is None:
+            return default
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 13) or not (
+            minimum <= int(raw) <= maximum
+        ):
+            raise ValidationError({name: [f"Use a whole number from {minimum} to {maximum}."]})
+        return int(raw)
+
+    def get_limit(self, request):
+        return self._whole_number(request, "limit", 1, self.max_limit, self.default_limit)
+
+    def get_offset(self, request):
+        return self._whole_number(request, "offset", 0, self.max_offset, 0)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        """DRF's, but a first page is read before counting: when it is also the
+        last one, its length is the count (one query instead of two)."""
+        limit = self.get_limit(request)
+        if limit is None or self.get_offset(request) > 0:
+            return super().paginate_queryset(queryset, request, view)
+        results = list(queryset[:limit])
+        if len(results) == limit:
+            return super().paginate_queryset(queryset, request, view)
+        self.request, self.limit, self.offset, self.count = request, limit, 0, len(results)
+        return results
+
+    def get_schema_operation_parameters(self, view):
+        limit, offset = super().get_schema_operation_parameters(view)
+        limit["schema"] |= {"minimum": 1, "maximum": self.max_limit}
+        offset["schema"] |= {"minimum": 0, "maximum": self.max_offset}
+        return [limit, offset]

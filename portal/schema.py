@@ -1,0 +1,47 @@
+"""The OpenAPI schema's errors: the ones any operation can answer, each
+`{"detail": ...}`, documented on every operation that does not document its own."""
+
+from drf_spectacular import openapi
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
+
+from portal.api import ErrorSerializer
+
+ERROR_DESCRIPTIONS = {
+    "400": 'Invalid input: `{"field": ["message", ...]}`, or `{"detail": "..."}`.',
+    "401": "No credentials, or a token that does not exist.",
+    "403": "You may not do this.",
+    "404": "Nothing here, or it belongs to a team you are not in.",
+    "413": "The body is larger than the server takes.",
+    "415": "The body is not JSON.",
+    "429": "Too many requests; try again after `Retry-After` seconds.",
+}
+
+
+# A 400 names the fields (`{"limit": [...]}`) or, for a body that is not
+# JSON, has a `detail`: any object.
+ERRORS = {
+    code: OpenApiResponse(
+        OpenApiTypes.OBJECT if code == "400" else ErrorSerializer, description=description
+    )
+    for code, description in ERROR_DESCRIPTIONS.items()
+}
+
+
+class AutoSchema(openapi.AutoSchema):
+    """drf-spectacular's, plus the errors any operation can answer (each
+    `{"detail": ...}`) unless the view documents its own."""
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        if direction != "response":
+            return responses
+        codes = ["400", "401", "403", "429"]
+        if "{" in self.path:
+            codes.append("404")
+        if self.method in ("POST", "PUT", "PATCH"):
+            codes += ["413", "415"]
+        for code in codes:
+            if code not in responses:
+                responses[code] = self._get_response_for_code(ERRORS[code], code)
+        return responses

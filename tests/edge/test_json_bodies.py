@@ -1,0 +1,60 @@
+"""Every JSON POST of the API refuses a deeply nested body and an oversized
+one with a JSON error, whatever the endpoint (taken from the OpenAPI schema,
+so a new endpoint is covered without touching this test)."""
+
+import pytest
+
+from tests.api.conftest import client_for
+from tests.batch.conftest import allowlist, job_data, nightly  # noqa: F401 - fixtures
+from tests.factories import next_week, submit
+
+DEEP = "[" * 1000 + "]" * 1000  # 2 KB
+
+
+def post_paths(client):
+    """Every POST of the API, `{id}` filled with the first object its list shows."""
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    paths = []
+    for path, operations in schema["paths"].items():
+        if "post" not in operations:
+            continue
+        if "{id}" in path:
+            listing = client.get(path.split("{id}")[0]).json()["results"]
+            path = path.replace("{id}", str(listing[0]["id"]))
+        paths.append(path)
+    assert len(paths) >= 7  # quota requests: create and four decisions; batch jobs
+    return paths
+
+
+@pytest.fixture
+def quota_request(vision, alice, h100, allowlist, nightly):  # noqa: F811
+    response = client_for(alice).post("/api/v1/batch-jobs/", job_data(), format="json")
+    assert response.status_code == 201, response.content
+    return submit(vision, h100, alice, gpus=2, starts_at=next_week())
+
+
+def test_every_json_post_refuses_deep_nesting(admin_user, quota_request):
+    client = client_for(admin_user)
+    for path in post_paths(client):
+        response = client.post(path, DEEP, content_type="application/json")
+        assert response.status_code == 400, (path, response.content)
+        assert response.json() == {"detail": "JSON parse error - nested too deeply."}
+    quota_request.refresh_from_db()
+    assert quota_request.status == "pending"
+
+
+def test_every_json_post_refuses_an_oversized_body_with_json(admin_user, quota_request, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    client = client_for(admin_user)
+    body = '{"reason": "' + "x" * 1000 + '"}'
+    for path in post_paths(client):
+        response = client.post(path, body, content_type="application/json")
+        assert response.status_code == 413, (path, response.content)
+        assert response.json() == {"detail": "The request body is larger than 1000 bytes."}
+    # Just under the cap is parsed as usual.
+    response = client.post(
+        f"/api/v1/quota-requests/{quota_request.pk}/approve/",
+        '{"reason": "ok"}',
+        content_type="application/json",
+    )
+    assert response.status_code == 200

@@ -7,7 +7,7 @@ billing.actions.
 from django.conf import settings
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
@@ -17,23 +17,31 @@ from billing import actions, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor
+from gpu_requests.serializers import ErrorSerializer
 
 AUTH = [TokenAuthentication, SessionAuthentication]
 GROUPS = ("team", "flavor", "day", "workload")
 
 
+NOT_YOURS = OpenApiResponse(ErrorSerializer, description="No such team among yours.")
+
+
 class UsageQuery(serializers.Serializer):
-    team = serializers.SlugField(required=False, max_length=63)
-    flavor = serializers.SlugField(required=False, max_length=50)
+    # Plain strings: an unknown flavor selects nothing, an unknown team is a 404,
+    # an empty one filters nothing.
+    team = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    flavor = serializers.CharField(required=False, allow_blank=True, max_length=50)
     # "from" is a Python keyword: the field is renamed below.
     start = serializers.DateTimeField(required=False)
     to = serializers.DateTimeField(required=False)
     group_by = serializers.ChoiceField(GROUPS, default="team")
 
     def to_internal_value(self, data):
-        data = data.copy()
+        # A plain dict: DRF reads an empty query value as "not given", but
+        # `?to=` is a mistake to point out, not a range without an end.
+        data = {key: data.get(key) for key in data}
         if "from" in data:
-            data["start"] = data.pop("from")[-1] if hasattr(data, "getlist") else data.pop("from")
+            data["start"] = data.pop("from")
         try:
             return super().to_internal_value(data)
         except serializers.ValidationError as exc:
@@ -59,7 +67,7 @@ class UsageView(APIView):
             OpenApiParameter("to", OpenApiTypes.DATETIME, description="exclusive"),
             OpenApiParameter("group_by", str, enum=list(GROUPS)),
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses={200: OpenApiTypes.OBJECT, 404: NOT_YOURS},
     )
     def get(self, request):
         """GPU-hours and cost from the ledger, grouped by team, flavor, day or workload."""
@@ -189,7 +197,7 @@ class BudgetsView(APIView):
             ]
         )
 
-    @extend_schema(request=BudgetSerializer, responses=BudgetSerializer)
+    @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer, 404: NOT_YOURS})
     def post(self, request):
         """Set (or with null, remove) a team's monthly budget: its managers and admins."""
         serializer = BudgetSerializer(data=request.data)

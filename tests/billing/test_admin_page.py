@@ -38,8 +38,9 @@ def test_every_team_in_a_sortable_table(client, admin_user, usage):
     page = client.get(f"/billing/admin/{MONTH}&sort=team&dir=desc").content.decode()
     assert page.index(">Vision<") < page.index(">NLP<")
     assert "32 % of 100.00 USD" in page
-    # An unknown column falls back to spend, never a 500.
-    assert client.get(f"/billing/admin/{MONTH}&sort=%00x").status_code == 200
+    # An unknown column falls back to spend; a NUL is the edge's 400. Never a 500.
+    assert client.get(f"/billing/admin/{MONTH}&sort=bogus&dir=sideways").status_code == 200
+    assert client.get(f"/billing/admin/{MONTH}&sort=%00x").status_code == 400
 
 
 def test_the_lines_add_up_to_the_capacity(client, admin_user, usage):

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from batch import cluster as batch_cluster
 from batch import occurrences, planner, validation
 from batch.models import (
     BatchJob,
@@ -29,6 +30,7 @@ from batch.models import (
 )
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
+from gpu_requests import hooks
 from gpu_requests.actions import ActionError, IllegalTransition, NotAllowed
 from gpu_requests.models import Flavor
 
@@ -62,7 +64,12 @@ def windows_with_occurrences(starts_at, ends_at, *, enabled_only=True):
 
 
 def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
-    """Window occurrences as reservations of their flavors' capacity, like approved quota."""
+    """Window occurrences as reservations of their flavors' capacity, like approved quota.
+
+    Registered with gpu_requests.capacity, so approvals and the review queue count
+    them. An open-ended period is looked at for the quota horizon (366 days). Two queries.
+    """
+    ends_at = ends_at or starts_at + quota_actions.MAX_LEAD
     held = []
     for window, found, capacity in windows_with_occurrences(starts_at, ends_at):
         if exclude_window is not None and window.pk == exclude_window.pk:
@@ -71,11 +78,14 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
             if flavor_id in flavor_ids:
                 held.extend(
                     quota_capacity.Reservation(
-                        -window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus
+                        window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus, WINDOW_SOURCE
                     )
                     for o in found
                 )
     return held
+
+
+WINDOW_SOURCE = "batch window"
 
 
 class WindowCapacityExceeded(ActionError):
@@ -255,6 +265,7 @@ JOB_FIELDS = (
     "max_runtime_minutes",
     "spot_allowed",
     "priority",
+    "annotations",
 )
 
 
@@ -296,6 +307,7 @@ def cancel(job, *, by, reason=""):
         reason=reason,
         finished_at=timezone.now(),
     )
+    batch_cluster.changed([job.pk])
     transaction.on_commit(lambda: request_plan("job cancelled"))
     return job
 
@@ -392,18 +404,22 @@ def replan(*, reason="", now=None):
             recent_usage=recent_usage(now),
         )
         factors = {w.pk: w for w, _, _ in windows}
-        changed = [_apply(rows[job_id], result, factors) for job_id in sorted(rows)]
+        changed = [job_id for job_id in sorted(rows) if _apply(rows[job_id], result, factors, now)]
+        # The planned Jobs are created (suspended) or relabelled on the cluster; their
+        # teams' namespaces are made sure of first.
+        hooks.quota_changed_many({rows[job_id].team_id for job_id in changed})
+        batch_cluster.changed(changed)
         state.dirty = False
         state.last_run_at = now
         state.last_reason = reason[:100]
         state.last_jobs = len(jobs)
         state.last_seconds = time.perf_counter() - started
         state.save()
-    log.info("planned %d jobs (%d changed): %s", len(jobs), sum(changed), reason)
+    log.info("planned %d jobs (%d changed): %s", len(jobs), len(changed), reason)
     return result
 
 
-def _apply(job, result, windows):
+def _apply(job, result, windows, now):
     """Write one job's new plan if it changed; True if it did."""
     explanation = result.explanation(job.pk) or "Waiting for a window."
     placement = result.placements.get(job.pk)
@@ -445,10 +461,12 @@ def _apply(job, result, windows):
         "explanation": explanation,
         "estimated_cost": cost,
     }
-    same = (job.window_id, job.opens_at, job.planned_start) == (
-        slot.window_id,
-        slot.opens_at,
-        placement.starts_at,
+    same_occurrence = (job.window_id, job.opens_at) == (slot.window_id, slot.opens_at)
+    # A job already due in its open occurrence stays as planned (the tick releases
+    # it): planning from "now" would otherwise move its start at every run.
+    due_now = job.planned_start is not None and job.planned_start <= now
+    same = same_occurrence and (
+        job.planned_start == placement.starts_at or (due_now and placement.starts_at <= now)
     )
     if job.status == Status.PLANNED and same:
         if job.explanation != explanation:
@@ -487,4 +505,6 @@ def tick(now=None):
     if plan_due(now):
         replan(reason="tick", now=now)
         done["planned"] = True
+    done["released"] = len(batch_cluster.release_due(now))
+    done["resent"] = len(batch_cluster.job_sync.sweep())
     return done

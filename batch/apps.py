@@ -5,3 +5,12 @@ class BatchConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "batch"
     verbose_name = "Batch windows"
+
+    def ready(self):
+        from batch import actions, cluster
+        from gpu_requests import capacity, hooks
+
+        # A window's batch capacity is a reservation of its flavors, as approved quota is.
+        capacity.register_reservations(actions.batch_reservations)
+        # The team's namespace quota holds its released and running batch jobs.
+        hooks.on_extra_quota(cluster.running_allotment)

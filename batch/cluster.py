@@ -1,9 +1,400 @@
-"""Where a team's batch Jobs live on the cluster."""
+"""Batch jobs on the cluster: each job's Job made to match its status (through the
+outbox), release at the planned start, and status read back by watch.
+
+- planned: the Job exists, suspended, so bad specs and quota errors show early;
+- released / running: unsuspended with activeDeadlineSeconds fixed at release;
+- finished: `ttlSecondsAfterFinished` set, now that the outcome is recorded;
+- queued again, cancelled, preempted: the Job deleted with propagationPolicy Background.
+"""
+
+import contextlib
+import logging
+import uuid
+from collections import defaultdict
+from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
 
+from batch import manifests
+from batch.models import BatchJob, BatchJobEvent, JobSync, WatchState
+from cluster import kube
+from cluster.outbox import Outbox
+from gpu_requests import hooks
 from provisioning.manifests import namespace_name
+
+log = logging.getLogger(__name__)
+Status = BatchJob.Status
+SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY},{manifests.JOB_LABEL}"
+
+job_sync = Outbox(
+    JobSync, key="job_id", task="batch.tasks.sync_job", lease=lambda: settings.PORTAL_SYNC_LEASE
+)
 
 
 def job_namespace(team):
     return namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+
+
+# --- quota: what the team's namespace holds for batch ---
+
+
+def running_allotment(team_ids):
+    """(team id, resource name, GPUs) of released and running jobs: the batch part of
+    each team's namespace quota (registered with hooks.on_extra_quota). One query."""
+    rows = (
+        BatchJob.objects.filter(team_id__in=team_ids, status__in=BatchJob.HOLDING)
+        .values("team_id", "flavor__resource_name")
+        .annotate(gpus=Sum(F("gpus") * F("parallelism")))
+        .order_by()
+    )
+    return [(r["team_id"], r["flavor__resource_name"], r["gpus"]) for r in rows]
+
+
+# --- the Job wanted for a job ---
+
+
+def manifest(job):
+    """The Job for `job` (flavor and team loaded) in its current status."""
+    released = job.status in (*BatchJob.HOLDING, *BatchJob.FINISHED)
+    obj = manifests.batch_job(
+        job_id=job.pk,
+        namespace=job_namespace(job.team),
+        team_slug=job.team.slug,
+        window_id=job.window_id,
+        opens_at=job.opens_at,
+        image=job.image,
+        command=job.command,
+        args=job.args,
+        env=job.env,
+        resource_name=job.flavor.resource_name,
+        gpus_per_pod=job.gpus,
+        parallelism=job.parallelism,
+        completions=job.completions,
+        node_selector=job.flavor.node_selector,
+        tolerations=job.flavor.tolerations,
+        spot_allowed=job.spot_allowed and job.window is not None and job.window.spot_allowed,
+        spot_label=settings.PORTAL_BATCH_SPOT_LABEL,
+        suspend=not released,
+        active_deadline_seconds=job.deadline_seconds if released else None,
+        annotations=job.annotations,
+    )
+    if job.status in BatchJob.FINISHED:
+        obj["spec"]["ttlSecondsAfterFinished"] = settings.PORTAL_BATCH_JOB_TTL
+    return obj
+
+
+def sync_job(job_id, *, cluster=None):
+    """Make the job's Job match its status. Idempotent; None if nothing to do.
+
+    One API call (an apply or a delete); raises kube errors after recording them.
+    """
+    token = job_sync.claim(job_id, pending=job_sync.newer_generation())
+    if token is None:
+        return None
+    row = JobSync.objects.select_related("job__team", "job__flavor", "job__window").get(
+        job_id=job_id
+    )
+    generation, job = row.generation, row.job
+    cluster = cluster or kube.cluster()
+    try:
+        if job.status in (Status.CANCELLED, Status.PREEMPTED, Status.QUEUED):
+            # Queued again (plan revised, or preempted): planning creates it anew.
+            cluster.delete("Job", job.kubernetes_name, job_namespace(job.team))
+            done = "deleted"
+        else:
+            cluster.apply(manifest(job), field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
+            done = "applied"
+    except kube.ClusterError as exc:
+        # 404: the team's namespace is not there yet (its sync was queued with the
+        # plan): worth trying again, unlike the API refusing the Job itself.
+        refused = isinstance(exc, kube.PermanentClusterError) and exc.status != 404
+        message = exc.message if isinstance(exc, kube.PermanentClusterError) else str(exc)
+        fields = {"last_error": message}
+        if refused:
+            fields["refused_generation"] = generation
+        job_sync.release(job_id, token, **fields)
+        BatchJob.objects.filter(pk=job_id).update(cluster_message=f"Cluster: {message}")
+        if not refused and not isinstance(exc, kube.TransientClusterError):
+            raise kube.TransientClusterError(message, status=exc.status) from None
+        raise
+    job_sync.finish(job_id, token, generation, last_error="")
+    if job.cluster_message.startswith("Cluster:"):
+        BatchJob.objects.filter(pk=job_id).update(cluster_message="")
+    return done
+
+
+# Jobs synced per message: a window's opening releases thousands at once, and one
+# message each would cost more to publish than the API calls they carry.
+CHUNK = 25
+
+
+def changed(job_ids):
+    """Jobs whose wanted Job changed, inside the caller's transaction: mark, queue on commit."""
+    job_ids = sorted(job_ids)
+    if not job_ids:
+        return
+    job_sync.mark_many(job_ids)
+    transaction.on_commit(lambda: enqueue_chunks(job_ids))
+
+
+def enqueue_chunks(job_ids):
+    """Queue the syncs CHUNK jobs a message; a broker outage is logged (the sweep resends
+    one by one whatever is left)."""
+    from batch.tasks import sync_jobs
+
+    job_sync.rows(job_ids).update(queued_at=timezone.now())
+    for start in range(0, len(job_ids), CHUNK):
+        chunk = job_ids[start : start + CHUNK]
+        try:
+            sync_jobs.apply_async((chunk,), retry=False)
+        except Exception as exc:  # the broker's errors vary by transport
+            log.warning("could not queue syncs of %d jobs (the sweep will): %s", len(chunk), exc)
+            job_sync.rows(chunk).update(queued_at=None)
+
+
+# --- release ---
+
+
+def release_due(now=None, *, limit=5000):
+    """Release every planned job whose start has come: one transaction, a few queries
+    however many (a window's opening is a burst). Returns the ids released."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        due = list(
+            BatchJob.objects.select_for_update(skip_locked=True)
+            .filter(status=Status.PLANNED, planned_start__lte=now, closes_at__gt=now)
+            .order_by("planned_start", "pk")[:limit]
+        )
+        if not due:
+            return []
+        # One UPDATE per (close, maximum runtime): the jobs of an occurrence share a
+        # close, so a burst costs a handful of statements, not one per job.
+        groups = defaultdict(list)
+        for job in due:
+            left = int((job.closes_at - now).total_seconds())
+            job.deadline_seconds = max(1, min(job.max_runtime_minutes * 60, left))
+            groups[job.deadline_seconds].append(job.pk)
+        for deadline, group in groups.items():
+            BatchJob.objects.filter(pk__in=group, status=Status.PLANNED).update(
+                status=Status.RELEASED, released_at=now, updated_at=now, deadline_seconds=deadline
+            )
+        ids = [job.pk for job in due]
+        BatchJobEvent.objects.bulk_create(
+            BatchJobEvent(
+                job=job,
+                action="release",
+                from_status=Status.PLANNED,
+                to_status=Status.RELEASED,
+                reason=f"Window open; activeDeadlineSeconds {job.deadline_seconds}.",
+            )
+            for job in due
+        )
+        # The namespace quota grows by the released jobs' GPUs (running_allotment).
+        hooks.quota_changed_many({job.team_id for job in due})
+        changed(ids)
+    return ids
+
+
+# --- status from the cluster ---
+
+
+def _condition(obj, kind):
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def outcome(obj):
+    """(status, reason) a Job's conditions say, or None while it runs or waits."""
+    if _condition(obj, "Complete"):
+        return Status.SUCCEEDED, "Completed."
+    failed = _condition(obj, "Failed")
+    if failed:
+        if failed.get("reason") == "DeadlineExceeded":
+            return Status.DEADLINE_EXCEEDED, "Stopped at its deadline: " + (
+                failed.get("message") or "activeDeadlineSeconds reached."
+            )
+        return Status.FAILED, f"{failed.get('reason')}: {failed.get('message') or ''}".strip()
+    status = obj.get("status") or {}
+    if (status.get("active") or 0) > 0 or (status.get("ready") or 0) > 0:
+        return Status.RUNNING, "Pods are running."
+    return None
+
+
+def _job_id(obj):
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    value = labels.get(manifests.JOB_LABEL, "")
+    return int(value) if value.isdigit() else None
+
+
+def record(obj, *, cluster, now=None):
+    """Move the job a Job object speaks for, and show its events and log tail."""
+    now = now or timezone.now()
+    job_id = _job_id(obj)
+    if job_id is None:
+        return None
+    job = BatchJob.objects.select_related("team").filter(pk=job_id).first()
+    if job is None or job.status not in (Status.RELEASED, Status.RUNNING):
+        return None
+    namespace = job_namespace(job.team)
+    details = _details(cluster, namespace, job)
+    found = outcome(obj)
+    tolerates = bool((obj.get("spec") or {}).get("podFailurePolicy"))
+    if not tolerates and len(details.get("disrupted_pods", job.disrupted_pods)) > len(
+        job.disrupted_pods
+    ):
+        # A pod lost to a reclaim, and the Job does not ignore disruptions: stop it
+        # rather than let the loss count toward its backoff, and queue it again.
+        found = (Status.PREEMPTED, "Pods lost to a disruption (spot reclaim or drain).")
+    with transaction.atomic():
+        BatchJob.objects.filter(pk=job.pk).update(**details)
+        if found is None:
+            return None
+        to, reason = found
+        if to == job.status:
+            return None
+        if to == Status.RUNNING:
+            moved = _transition(job, to, "start", reason, started_at=now)
+        else:
+            started = job.started_at or job.released_at or now
+            seconds = int((now - started).total_seconds()) * job.total_gpus
+            moved = _transition(
+                job, to, "finish", reason, finished_at=now, used_gpu_seconds=max(seconds, 0)
+            )
+            if moved:
+                hooks.quota_changed(job.team_id)
+                if to == Status.PREEMPTED:
+                    _requeue(job)  # the sync then deletes its Job
+                changed([job.pk])
+                from batch.actions import request_plan
+
+                transaction.on_commit(lambda: request_plan("job finished"))
+        return to if moved else None
+
+
+def _transition(job, to, action, reason, **fields):
+    moved = BatchJob.objects.filter(pk=job.pk, status=job.status).update(
+        status=to, updated_at=timezone.now(), **fields
+    )
+    if moved:
+        BatchJobEvent.objects.create(
+            job=job, action=action, from_status=job.status, to_status=to, reason=reason
+        )
+        job.status = to
+    return moved
+
+
+def _requeue(job):
+    fields = dict.fromkeys(
+        ("window_id", "opens_at", "closes_at", "planned_start", "planned_end", "released_at"),
+        None,
+    )
+    _transition(job, Status.QUEUED, "requeue", "Back in the queue after a spot reclaim.", **fields)
+
+
+def _details(cluster, namespace, job):
+    """Warning events of the Job and its pods, the log tail, GPU-minutes lost to
+    disruptions. Two or three API calls."""
+    name = job.kubernetes_name
+    warnings = [
+        {"reason": e.get("reason"), "message": e.get("message"), "count": e.get("count") or 1}
+        for e in cluster.list("Event", namespace=namespace, field_selector="type=Warning")
+        if ((e.get("involvedObject") or {}).get("name") or "").startswith(name)
+    ]
+    pods = cluster.list("Pod", namespace=namespace, label_selector=f"job-name={name}")
+    details = {"cluster_events": warnings[-10:]}
+    lost, seen = 0, set(job.disrupted_pods)
+    for pod in pods:
+        uid = pod["metadata"].get("uid")
+        if uid in seen or not _condition(pod, "DisruptionTarget"):
+            continue
+        seen.add(uid)
+        started = (pod.get("status") or {}).get("startTime")
+        ended = pod["metadata"].get("deletionTimestamp") or timezone.now().isoformat()
+        if started:
+            minutes = (_parse(ended) - _parse(started)).total_seconds() / 60
+            lost += max(0, round(minutes)) * job.gpus
+    if lost or len(seen) != len(job.disrupted_pods):
+        details["disrupted_pods"] = sorted(seen)
+        details["lost_gpu_minutes"] = job.lost_gpu_minutes + lost
+    started_pods = [p for p in pods if (p.get("status") or {}).get("startTime")]
+    if started_pods:
+        last = max(started_pods, key=lambda p: p["status"]["startTime"])
+        # A pod gone meanwhile has no log: keep the last one we read.
+        with contextlib.suppress(kube.ClusterError):
+            details["log_tail"] = cluster.pod_log(namespace, last["metadata"]["name"])[-4000:]
+    return details
+
+
+def _parse(stamp):
+    from django.utils.dateparse import parse_datetime
+
+    return parse_datetime(stamp)
+
+
+# --- the watch ---
+
+
+def _claim_watch(now):
+    WatchState.objects.get_or_create(pk=1)
+    token = uuid.uuid4().hex
+    lease = now + timedelta(seconds=settings.PORTAL_BATCH_WATCH_SECONDS * 3)
+    claimed = (
+        WatchState.objects.filter(pk=1)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .update(claimed_until=lease, claim_token=token)
+    )
+    return token if claimed else None
+
+
+def watch_jobs(*, cluster=None, seconds=None):
+    """Follow batch Jobs for a while, resuming from the stored resourceVersion.
+
+    A missing or expired version (410 Gone) or a due relist lists them all again.
+    One LIST or one WATCH call, plus two or three calls per job that changed.
+    Returns the number of Job objects looked at, or None if another worker watches.
+    """
+    now = timezone.now()
+    token = _claim_watch(now)
+    if token is None:
+        return None
+    cluster = cluster or kube.cluster()
+    seconds = seconds or settings.PORTAL_BATCH_WATCH_SECONDS
+    state = WatchState.objects.get(pk=1)
+    seen = 0
+    try:
+        relist_due = state.listed_at is None or now - state.listed_at > timedelta(
+            seconds=settings.PORTAL_BATCH_RELIST_SECONDS
+        )
+        if not state.resource_version or relist_due:
+            items, version = cluster.list_versioned("Job", label_selector=SELECTOR)
+            for obj in items:
+                record(obj, cluster=cluster)
+            WatchState.objects.filter(pk=1, claim_token=token).update(
+                resource_version=version, listed_at=now
+            )
+            return len(items)
+        version = state.resource_version
+        for event in cluster.watch(
+            "Job", resource_version=version, label_selector=SELECTOR, timeout_seconds=seconds
+        ):
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                if obj.get("code") == 410:
+                    version = ""  # too old: list again next time
+                    break
+                continue
+            version = (obj.get("metadata") or {}).get("resourceVersion") or version
+            if event.get("type") in ("ADDED", "MODIFIED"):
+                record(obj, cluster=cluster)
+                seen += 1
+        WatchState.objects.filter(pk=1, claim_token=token).update(resource_version=version)
+        return seen
+    finally:
+        WatchState.objects.filter(pk=1, claim_token=token).update(
+            claimed_until=None, claim_token=""
+        )

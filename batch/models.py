@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from batch import occurrences
+from cluster.outbox import OutboxRow
 from gpu_requests.models import Flavor, Team
 
 WEEKDAYS = occurrences.WEEKDAYS
@@ -163,6 +164,7 @@ class BatchJob(models.Model):
     priority = models.IntegerField(
         default=0, help_text="Within the team: higher goes first (-100 to 100)."
     )
+    annotations = models.JSONField(default=dict, blank=True, help_text="Pod annotations.")
     # The target: any window that fits (both empty), a window, or one occurrence of it.
     target_window = models.ForeignKey(
         BatchWindow, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -186,6 +188,10 @@ class BatchJob(models.Model):
     on_demand_cost = models.DecimalField(max_digits=14, decimal_places=2)
 
     released_at = models.DateTimeField(null=True, blank=True)
+    # activeDeadlineSeconds given at release: min(max runtime, time left to the close).
+    deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Pods lost to disruptions (spot reclaims), by uid, so each is counted once.
+    disrupted_pods = models.JSONField(default=list, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     lost_gpu_minutes = models.PositiveIntegerField(default=0)
@@ -300,3 +306,25 @@ class PlannerState(models.Model):
         """The row, locked until the transaction ends: planner runs queue up here."""
         cls.objects.get_or_create(pk=1)
         return cls.objects.select_for_update().get(pk=1)
+
+
+class JobSync(OutboxRow):
+    """The outbox row of a job: the cluster's Job made to match the job's status."""
+
+    job = models.OneToOneField(BatchJob, on_delete=models.CASCADE, primary_key=True)
+    last_error = models.TextField(blank=True)
+
+    def __str__(self):
+        return f"sync of {self.job_id} ({self.synced_generation}/{self.generation})"
+
+
+class WatchState(models.Model):
+    """One row: where the watch of batch Jobs resumes, and who is watching (a lease)."""
+
+    resource_version = models.CharField(max_length=64, blank=True)
+    listed_at = models.DateTimeField(null=True, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    claim_token = models.CharField(max_length=32, blank=True)
+
+    def __str__(self):
+        return f"watch at {self.resource_version or 'start'}"

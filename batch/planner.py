@@ -81,6 +81,7 @@ class Plan:
     placements: dict = field(default_factory=dict)  # job id -> Placement
     reasons: dict = field(default_factory=dict)  # job id -> [str], in the order decided
     gpu_hours: dict = field(default_factory=dict)  # team id -> GPU-hours planned in this run
+    misses: dict = field(default_factory=dict)  # job id -> occurrences it did not fit
 
     def explanation(self, job_id):
         return " ".join(self.reasons.get(job_id, []))
@@ -233,19 +234,22 @@ def plan(slots, jobs, *, now, holds=(), weights=None, recent_usage=None, waiting
                 job = team_jobs[position[team]]
                 position[team] += 1
                 runtime = job.runtime.total_seconds()
-                if any(g <= job.gpus and r <= runtime for g, r in failed):
-                    start = None
-                else:
-                    start = profile.earliest(job.gpus, runtime, start_from)
+                known = any(g <= job.gpus and r <= runtime for g, r in failed)
+                start = None if known else profile.earliest(job.gpus, runtime, start_from)
                 if start is None:
-                    failed.append((job.gpus, runtime))
-                    free = profile.longest_free(job.gpus, start_from)
+                    if not known:
+                        # Keep only the smallest shapes that failed: bigger ones fail too.
+                        failed = [(g, r) for g, r in failed if g < job.gpus or r < runtime]
+                        failed.append((job.gpus, runtime))
                     _note(
                         result,
                         job,
                         slot,
-                        f"{hours(runtime)} needed, {hours(free)} left for {job.gpus} GPUs "
-                        "after work of higher priority or smaller share",
+                        lambda job=job, runtime=runtime, profile=profile, start_from=start_from: (
+                            f"{hours(runtime)} needed, "
+                            f"{hours(profile.longest_free(job.gpus, start_from))} left for "
+                            f"{job.gpus} GPUs after work of higher priority or smaller share"
+                        ),
                     )
                     continue
                 profile.add(start, start + runtime, job.gpus)
@@ -288,12 +292,17 @@ MAX_MISSES = 3
 
 
 def _note(result, job, slot, why):
+    """Say why `job` missed `slot`; `why` is text, or a callable made only when it is said."""
+    misses = result.misses.get(job.id, 0)
+    if misses > MAX_MISSES:
+        return
+    result.misses[job.id] = misses + 1
     reasons = result.reasons.setdefault(job.id, [])
-    misses = sum(1 for r in reasons if r.startswith("Did not fit"))
-    if misses < MAX_MISSES:
-        reasons.append(f"Did not fit {slot.label or slot.opens_at.isoformat()}: {why}.")
-    elif misses == MAX_MISSES:
+    if misses == MAX_MISSES:
         reasons.append("Did not fit later occurrences either.")
+        return
+    text = why() if callable(why) else why
+    reasons.append(f"Did not fit {slot.label or slot.opens_at.isoformat()}: {text}.")
 
 
 def _say(result, job, sentence):

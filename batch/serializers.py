@@ -129,6 +129,9 @@ class JobCreateSerializer(serializers.Serializer):
     )
     spot_allowed = serializers.BooleanField(required=False, default=False)
     priority = serializers.JSONField(required=False, default=0, help_text="-100 to 100.")
+    annotations = serializers.JSONField(
+        required=False, default=dict, help_text="Pod annotations, {key: value}."
+    )
     window = serializers.IntegerField(
         required=False, allow_null=True, default=None, help_text="Only this window (id)."
     )

@@ -121,6 +121,22 @@ def env_errors(env):
     return errors
 
 
+ANNOTATION_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+
+
+def annotation_errors(annotations):
+    if not isinstance(annotations, dict) or len(annotations) > 20:
+        return ['Give annotations as an object of at most 20 "key": "value" pairs.']
+    for key, value in annotations.items():
+        if not ANNOTATION_KEY.match(key):
+            return [f"{key[:80]!r} is not an annotation key."]
+        if not isinstance(value, str) or "\x00" in value or len(value) > 1000:
+            return [f"{key}: the value must be text of at most 1,000 characters."]
+    return []
+
+
 def _whole(value, field, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
         return {field: ["A whole number is required."]}
@@ -143,6 +159,8 @@ def job_errors(data, *, prefixes, windows):
             errors[field] = message
     if message := env_errors(data.get("env", [])):
         errors["env"] = message
+    if message := annotation_errors(data.get("annotations", {})):
+        errors["annotations"] = message
     errors |= _whole(data.get("gpus"), "gpus", 1, MAX_GPUS)
     errors |= _whole(data.get("parallelism", 1), "parallelism", 1, MAX_GPUS)
     errors |= _whole(data.get("completions", 1), "completions", 1, 100_000)

@@ -40,6 +40,8 @@ KINDS = {
     "LimitRange": ("/api/v1", "limitranges", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "Event": ("/api/v1", "events", True),
 }
 
 
@@ -119,7 +121,9 @@ class Cluster:
 
     # --- one HTTP call ---
 
-    def _call_once(self, method, path, *, query=None, body=None, content_type=None):
+    def _call_once(
+        self, method, path, *, query=None, body=None, content_type=None, raw=False, timeout=None
+    ):
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -132,7 +136,11 @@ class Cluster:
         )
         try:
             response = self.api_client.call_api(
-                method, url, header_params=headers, body=body, _request_timeout=self.timeout
+                method,
+                url,
+                header_params=headers,
+                body=body,
+                _request_timeout=timeout or self.timeout,
             )
             response.read()
         except urllib3.exceptions.HTTPError as exc:
@@ -142,6 +150,8 @@ class Cluster:
             raise TransientClusterError(f"{method} {path}: {exc.reason}") from None
         text = response.data.decode("utf-8", "replace") if response.data else ""
         if 200 <= response.status < 300:
+            if raw:
+                return text
             return json.loads(text) if text else {}
         message = _server_message(text, response.reason or f"HTTP {response.status}")
         if response.status >= 500 or response.status == 429:
@@ -218,6 +228,12 @@ class Cluster:
 
     def list(self, kind, *, namespace=None, label_selector=None, field_selector=None):
         """All items of a kind, following `continue` tokens. One call per page of 500."""
+        return self.list_versioned(
+            kind, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+        )[0]
+
+    def list_versioned(self, kind, *, namespace=None, label_selector=None, field_selector=None):
+        """(items, the list's resourceVersion): a watch resumes from that version."""
         query = {"limit": 500}
         if label_selector:
             query["labelSelector"] = label_selector
@@ -227,10 +243,38 @@ class Cluster:
         while True:
             page = self.call("GET", self.path(kind, namespace=namespace), query=query)
             items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
-            query["continue"] = token
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                return items, meta.get("resourceVersion") or ""
+            query["continue"] = meta["continue"]
+
+    def watch(self, kind, *, resource_version, label_selector=None, timeout_seconds=5):
+        """The events since `resource_version`, for up to `timeout_seconds`: one call.
+
+        [{"type": ADDED | MODIFIED | DELETED | BOOKMARK | ERROR, "object": {...}}], in
+        order. An ERROR event with code 410 means the version is too old: list again.
+        """
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": int(timeout_seconds),
+            "allowWatchBookmarks": "true",
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        text = self.call(
+            "GET",
+            self.path(kind),
+            query=query,
+            raw=True,
+            timeout=timeout_seconds + self.timeout,
+        )
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def pod_log(self, namespace, name, *, tail_lines=20, limit_bytes=16384):
+        """The last lines of a pod's log (its first container), as text. One call."""
+        query = {"tailLines": tail_lines, "limitBytes": limit_bytes}
+        return self.call("GET", self.path("Pod", name, namespace) + "/log", query=query, raw=True)
 
 
 _local = threading.local()

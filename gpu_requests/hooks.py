@@ -31,6 +31,7 @@ Events:
 """
 
 _quota_changed = []
+_extra_quota = []
 _members_changed = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
@@ -71,6 +72,23 @@ def quota_changed_many(team_ids):
         else:
             for team_id in team_ids:
                 callback(team_id)
+
+
+def on_extra_quota(provider):
+    """Quota a team's namespace holds beyond its active requests (batch jobs while they
+    run): `provider(team_ids)` yields (team_id, resource_name, gpus). Who changes what a
+    provider yields calls `quota_changed(team_id)`, as for any change of quota."""
+    return _register(_extra_quota, provider)
+
+
+def extra_quota(team_ids):
+    """{team_id: {resource_name: gpus}} summed over the providers (a query or so each)."""
+    extra = {}
+    for provider in _extra_quota:
+        for team_id, resource, gpus in provider(team_ids):
+            by_resource = extra.setdefault(team_id, {})
+            by_resource[resource] = by_resource.get(resource, 0) + gpus
+    return extra
 
 
 def members_changed(team_id):

@@ -87,6 +87,8 @@ GPU portal demo is running.
               bob / demo    (team nlp)
   Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
+  Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
+              {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get jobs -A
   Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
 {chr(10).join(billing_lines)}
 

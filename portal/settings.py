@@ -417,8 +417,16 @@ if not Decimal(0) < PORTAL_BATCH_SPOT_FACTOR <= Decimal(1):
     raise ImproperlyConfigured("PORTAL_BATCH_SPOT_FACTOR must be above 0 and at most 1")
 PORTAL_BATCH_PLAN_LEAD = env_int("PORTAL_BATCH_PLAN_LEAD", 900, minimum=0)
 PORTAL_BATCH_TICK_INTERVAL = env_int("PORTAL_BATCH_TICK_INTERVAL", 10, minimum=1)
+# Node label of spot capacity (Karpenter's; GKE: cloud.google.com/gke-spot=true).
+PORTAL_BATCH_SPOT_LABEL = env_str("PORTAL_BATCH_SPOT_LABEL", "karpenter.sh/capacity-type=spot")
+if "=" not in PORTAL_BATCH_SPOT_LABEL:
+    raise ImproperlyConfigured("PORTAL_BATCH_SPOT_LABEL must be key=value")
+PORTAL_BATCH_JOB_TTL = env_int("PORTAL_BATCH_JOB_TTL", 3600, minimum=0)
+PORTAL_BATCH_WATCH_SECONDS = env_int("PORTAL_BATCH_WATCH_SECONDS", 5, minimum=1)
+PORTAL_BATCH_RELIST_SECONDS = env_int("PORTAL_BATCH_RELIST_SECONDS", 300, minimum=1)
 CELERY_BEAT_SCHEDULE |= {
     "batch-tick": {"task": "batch.tick", "schedule": PORTAL_BATCH_TICK_INTERVAL},
+    "batch-watch": {"task": "batch.watch", "schedule": PORTAL_BATCH_WATCH_SECONDS},
 }
 
 # Requests longer than this are refused; open-ended requests are allowed.

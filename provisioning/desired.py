@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Sum
 
+from gpu_requests import hooks
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning import manifests
 
@@ -77,6 +78,15 @@ def catalog_resources():
     return sorted(set(Flavor.objects.values_list("resource_name", flat=True)))
 
 
+def _add_extra_quota(states):
+    """Add what other apps hold in the namespaces (hooks.on_extra_quota), archived teams aside."""
+    live = [team_id for team_id, state in states.items() if not state.archived]
+    for team_id, by_resource in hooks.extra_quota(live).items():
+        gpus = states[team_id].gpus_by_resource
+        for resource, count in by_resource.items():
+            gpus[resource] = gpus.get(resource, 0) + count
+
+
 def desired_states(team_ids=None):
     """{team_id: Desired}. Four queries (five in users mode), however many teams."""
     from provisioning.models import TeamSync
@@ -101,6 +111,7 @@ def desired_states(team_ids=None):
         active = active.filter(team_id__in=list(states))
     for row in active.values("team_id", "flavor__resource_name").annotate(gpus=Sum("gpus")):
         states[row["team_id"]].gpus_by_resource[row["flavor__resource_name"]] = row["gpus"]
+    _add_extra_quota(states)
 
     deleted = TeamSync.objects.filter(team_id__in=states, namespace_deleted_at__isnull=False)
     for team_id in deleted.values_list("team_id", flat=True):
@@ -131,6 +142,7 @@ def desired_state(team_id, row=None):
     if not state.archived:
         for item in active:
             state.gpus_by_resource[item["flavor__resource_name"]] = item["gpus"]
+        _add_extra_quota({team_id: state})
     if settings.PORTAL_RBAC_SUBJECTS == "users" and not state.archived:
         members = Membership.objects.filter(team_id=team_id, user__is_active=True)
         state.user_names = list(members.values_list("user__username", flat=True))

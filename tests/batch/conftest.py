@@ -4,6 +4,15 @@ import pytest
 
 from batch import actions
 from batch.models import ImageRule
+from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
+    cluster,
+    demo_flavors,
+    eager,
+    kubesim,
+    redis_url,
+    workers,
+)
+from tests.web.test_browser_journey import browser, page  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

@@ -82,6 +82,8 @@ class Command(BaseCommand):
                     max_runtime_minutes=minutes * 2,
                     spot_allowed=False,
                     priority=priority,
+                    # kubesim runs each pod this long (sim time): within the expected runtime.
+                    annotations={"kubesim.io/duration": f"{minutes * 45}s"},
                 )
         actions.replan(reason="demo data")
         self.stdout.write(f"Batch window opens at {opens:%H:%M} UTC.")

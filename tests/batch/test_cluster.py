@@ -1,0 +1,245 @@
+"""Batch jobs on kubesim, over HTTP through the official client, tasks run inline:
+created suspended at planning, released with a deadline, status by watch,
+FailedCreate and log tail on the job, cancel deletes the Job."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from batch import actions, manifests
+from batch import cluster as batch_cluster
+from batch.models import BatchJob, ImageRule
+from gpu_requests.models import Membership
+from tests.factories import UserFactory, make_reviewer
+from tests.provisioning.conftest import wait_for
+
+Status = BatchJob.Status
+
+
+@pytest.fixture
+def setup(transactional_db, kubesim, eager, demo_flavors):
+    from gpu_requests.models import Team
+
+    ImageRule.objects.create(prefix="docker.io/library/")
+    team = Team.objects.create(slug="vision", name="Vision")
+    alice = UserFactory(username="alice")
+    Membership.objects.create(team=team, user=alice)
+    admin = make_reviewer("admin")
+    opens = (timezone.now() - timedelta(minutes=1)).replace(second=0, microsecond=0)
+    window = actions.save_window(
+        None,
+        by=admin,
+        capacity={demo_flavors["h100"]: 8, demo_flavors["l4"]: 8},
+        name="Now",
+        timezone="UTC",
+        days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+        start_time=opens.time(),
+        end_time=(opens + timedelta(hours=2)).time(),
+        exceptions=[],
+        price_factor="0.5",
+        spot_allowed=True,
+    )
+    return {"team": team, "alice": alice, "admin": admin, "window": window}
+
+
+def submit(setup, flavor, **overrides):
+    fields = {
+        "name": "train",
+        "image": "python:3.12-slim",
+        "command": ["python", "-c", "print('hi')"],
+        "args": [],
+        "env": [],
+        "gpus": 1,
+        "parallelism": 2,
+        "completions": 2,
+        "expected_runtime_minutes": 30,
+        "max_runtime_minutes": 60,
+        "spot_allowed": False,
+        "priority": 0,
+        "annotations": {"kubesim.io/duration": "5m"},
+    }
+    return actions.submit(
+        by=setup["alice"], team=setup["team"], flavor=flavor, **{**fields, **overrides}
+    )
+
+
+def advance(kubesim, seconds):
+    kubesim._call("POST", "/_sim/clock", {"advance": seconds})
+
+
+def status_of(job):
+    return BatchJob.objects.values_list("status", flat=True).get(pk=job.pk)
+
+
+def watch_until(job, wanted, kubesim, *, advance_by=0):
+    def reached():
+        batch_cluster.watch_jobs(seconds=1)
+        return status_of(job) in wanted
+
+    return wait_for(
+        reached, timeout=30, every=(lambda: advance(kubesim, advance_by)) if advance_by else None
+    )
+
+
+def test_planned_job_is_created_suspended_then_released_and_succeeds(
+    setup,
+    demo_flavors,
+    cluster,
+    kubesim,
+):
+    job = submit(setup, demo_flavors["h100"])
+    actions.replan(reason="test")
+    assert status_of(job) == Status.PLANNED
+    live = cluster.get("Job", f"batch-{job.pk}", "vision")
+    assert live["spec"]["suspend"] is True
+    labels = live["metadata"]["labels"]
+    assert labels[manifests.JOB_LABEL] == str(job.pk)
+    assert labels[manifests.TEAM_LABEL] == "vision"
+    pod = live["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert cluster.list("Pod", namespace="vision") == []
+
+    released = batch_cluster.release_due()
+    assert released == [job.pk]
+    live = cluster.get("Job", f"batch-{job.pk}", "vision")
+    assert live["spec"]["suspend"] is False
+    assert 0 < live["spec"]["activeDeadlineSeconds"] <= 3600
+    quota = cluster.get("ResourceQuota", "gpu-quota", "vision")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "2"  # the batch allotment
+
+    watch_until(job, {Status.RUNNING}, kubesim)
+    watch_until(job, {Status.SUCCEEDED}, kubesim, advance_by=120)
+    job.refresh_from_db()
+    assert job.finished_at is not None and job.used_gpu_seconds > 0
+    assert job.log_tail
+    assert [e.action for e in job.events.all()] == ["submit", "plan", "release", "start", "finish"]
+    # The outcome is recorded: now the Job may be collected.
+    wait_for(
+        lambda: (
+            (cluster.get("Job", f"batch-{job.pk}", "vision") or {})
+            .get("spec", {})
+            .get("ttlSecondsAfterFinished")
+        )
+    )
+    quota = cluster.get("ResourceQuota", "gpu-quota", "vision")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+
+
+def test_an_overrun_ends_deadline_exceeded_at_the_close(setup, demo_flavors, cluster, kubesim):
+    job = submit(setup, demo_flavors["h100"], annotations={"kubesim.io/duration": "3h"})
+    actions.replan()
+    batch_cluster.release_due()
+    job.refresh_from_db()
+    assert job.deadline_seconds <= 60 * 60
+    watch_until(job, {Status.DEADLINE_EXCEEDED}, kubesim, advance_by=600)
+    job.refresh_from_db()
+    assert "deadline" in job.events.last().reason.lower()
+
+
+def test_a_failed_create_is_shown_on_the_job(setup, demo_flavors, cluster, kubesim):
+    job = submit(setup, demo_flavors["h100"])
+    actions.replan()
+    # A second quota someone added by hand: the job's pods are refused at creation.
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "cap", "namespace": "vision"},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "0"}},
+        },
+        field_manager="someone",
+    )
+    batch_cluster.release_due()
+
+    def shown():
+        batch_cluster.record(cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=cluster)
+        events = BatchJob.objects.values_list("cluster_events", flat=True).get(pk=job.pk)
+        return [e for e in events if e["reason"] == "FailedCreate"]
+
+    (event,) = wait_for(shown)
+    assert "exceeded quota: cap" in event["message"]
+    assert status_of(job) == Status.RELEASED
+
+
+def test_cancel_deletes_the_job(setup, demo_flavors, cluster):
+    job = submit(setup, demo_flavors["h100"])
+    actions.replan()
+    assert cluster.get("Job", f"batch-{job.pk}", "vision") is not None
+    actions.cancel(job, by=setup["alice"])
+    assert cluster.get("Job", f"batch-{job.pk}", "vision") is None
+
+
+def test_a_spot_reclaim_is_replaced_in_place_and_lost_minutes_recorded(
+    setup,
+    demo_flavors,
+    cluster,
+    kubesim,
+):
+    job = submit(
+        setup,
+        demo_flavors["l4"],
+        spot_allowed=True,
+        parallelism=1,
+        completions=1,
+        annotations={"kubesim.io/duration": "20m"},
+    )
+    actions.replan()
+    live = cluster.get("Job", f"batch-{job.pk}", "vision")
+    assert live["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
+    batch_cluster.release_due()
+    watch_until(job, {Status.RUNNING}, kubesim)
+    (pod,) = wait_for(
+        lambda: [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
+    )
+    advance(kubesim, 300)
+    kubesim._call(
+        "POST",
+        f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
+        {"mode": "eviction", "grace_seconds": 30},
+    )
+    advance(kubesim, 5)  # within the grace: the evicted pod is still there, terminating
+
+    def lost():
+        batch_cluster.record(cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=cluster)
+        return BatchJob.objects.values_list("lost_gpu_minutes", flat=True).get(pk=job.pk)
+
+    assert wait_for(lost) >= 5
+    assert status_of(job) == Status.RUNNING
+    watch_until(job, {Status.SUCCEEDED}, kubesim, advance_by=300)
+
+
+def test_a_reclaim_of_a_job_that_does_not_tolerate_it_sends_it_back_to_the_queue(
+    setup, demo_flavors, cluster, kubesim
+):
+    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
+    actions.replan()
+    batch_cluster.release_due()
+    watch_until(job, {Status.RUNNING}, kubesim)
+    (pod,) = wait_for(
+        lambda: [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
+    )
+    advance(kubesim, 120)
+    kubesim._call(
+        "POST",
+        f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
+        {"mode": "eviction", "grace_seconds": 30},
+    )
+    advance(kubesim, 5)
+
+    def requeued():
+        live = cluster.get("Job", f"batch-{job.pk}", "vision")
+        if live is not None:
+            batch_cluster.record(live, cluster=cluster)
+        return job.events.filter(action="requeue").exists()
+
+    wait_for(requeued)
+    job.refresh_from_db()
+    actions_seen = [e.action for e in job.events.all()]
+    assert actions_seen[:6] == ["submit", "plan", "release", "start", "finish", "requeue"]
+    assert job.events.get(action="finish").to_status == Status.PREEMPTED
+    assert job.lost_gpu_minutes >= 2
+    # Back in the queue, and planned again at once into the window still open.
+    assert job.status in (Status.QUEUED, Status.PLANNED)

@@ -1,0 +1,111 @@
+"""The Job builder: a pure function, compared and validated against the schemas."""
+
+from datetime import UTC, datetime
+
+import kubernetes_validate
+
+from batch.manifests import batch_job
+
+SPOT = "karpenter.sh/capacity-type=spot"
+
+
+def build(**overrides):
+    fields = {
+        "job_id": 42,
+        "namespace": "vision",
+        "team_slug": "vision",
+        "window_id": 3,
+        "opens_at": datetime(2026, 12, 4, 22, tzinfo=UTC),
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["python", "train.py"],
+        "args": ["--epochs", "3"],
+        "env": [
+            {"name": "EPOCHS", "value": "3"},
+            {"name": "HF_TOKEN", "secret": {"name": "hf", "key": "token"}},
+        ],
+        "resource_name": "nvidia.com/gpu",
+        "gpus_per_pod": 2,
+        "parallelism": 2,
+        "completions": 4,
+        "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "spot_allowed": False,
+        "spot_label": SPOT,
+    }
+    return batch_job(**{**fields, **overrides})
+
+
+def test_it_is_a_valid_suspended_job_with_a_fixed_name_and_portal_labels():
+    job = build()
+    kubernetes_validate.validate(job, "1.31", strict=True)
+    assert job["metadata"]["name"] == "batch-42"
+    assert job["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "gpu-portal",
+        "gpu-portal.io/team": "vision",
+        "gpu-portal.io/batch-job": "42",
+        "gpu-portal.io/batch-window": "3",
+        "gpu-portal.io/batch-occurrence": "20261204T2200Z",
+    }
+    spec = job["spec"]
+    assert spec["suspend"] is True
+    assert spec["backoffLimit"] == 3
+    assert "activeDeadlineSeconds" not in spec and "podFailurePolicy" not in spec
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert container["command"] == ["python", "train.py"]
+    assert container["env"][1] == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}},
+    }
+
+
+def test_it_is_admitted_by_pod_security_restricted():
+    pod = build()["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def test_a_job_without_spot_is_kept_off_spot_nodes():
+    pod = build()["spec"]["template"]["spec"]
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]}
+    ]
+
+
+def test_a_spot_job_tolerates_prefers_spot_and_ignores_disruptions():
+    job = build(spot_allowed=True, suspend=False, active_deadline_seconds=3600)
+    kubernetes_validate.validate(job, "1.31", strict=True)
+    spec = job["spec"]
+    assert spec["suspend"] is False
+    assert spec["activeDeadlineSeconds"] == 3600
+    assert spec["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "Ignore",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }
+        ]
+    }
+    pod = spec["template"]["spec"]
+    assert {
+        "key": "karpenter.sh/capacity-type",
+        "operator": "Equal",
+        "value": "spot",
+        "effect": "NoSchedule",
+    } in pod["tolerations"]
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["nodeAffinity"]
+
+
+def test_the_same_input_gives_the_same_job():
+    assert build() == build()

@@ -9,7 +9,6 @@ from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -19,7 +18,6 @@ from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor
 from gpu_requests.serializers import ErrorSerializer
 
-AUTH = [TokenAuthentication, SessionAuthentication]
 GROUPS = ("team", "flavor", "day", "workload")
 
 
@@ -57,8 +55,6 @@ class UsageQuery(serializers.Serializer):
 
 
 class UsageView(APIView):
-    authentication_classes = AUTH
-
     @extend_schema(
         parameters=[
             OpenApiParameter("team", str, description="team slug"),
@@ -147,8 +143,6 @@ class RateSerializer(serializers.ModelSerializer):
 
 
 class RatesView(APIView):
-    authentication_classes = AUTH
-
     @extend_schema(responses=RateSerializer(many=True))
     def get(self, request):
         """The rate card, oldest first per flavor (append-only)."""
@@ -183,8 +177,6 @@ class BudgetSerializer(serializers.Serializer):
 
 
 class BudgetsView(APIView):
-    authentication_classes = AUTH
-
     @extend_schema(responses=BudgetSerializer(many=True))
     def get(self, request):
         """Budgets of your teams (every team's for platform admins)."""

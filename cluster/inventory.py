@@ -18,6 +18,12 @@ POOL_LABELS = (
 )
 # Set by NVIDIA GPU feature discovery.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# Spot (preemptible) capacity, by the tool that made the node.
+SPOT_LABELS = {
+    "karpenter.sh/capacity-type": "spot",
+    "cloud.google.com/gke-spot": "true",
+    "kubernetes.azure.com/scalesetpriority": "spot",
+}
 
 
 def is_gpu_resource(name):
@@ -61,6 +67,12 @@ def node_serves_flavor(node, flavor):
 def node_flavors(node, flavors):
     """The flavors of `flavors` that `node` serves, in the order given."""
     return [flavor for flavor in flavors if node_serves_flavor(node, flavor)]
+
+
+def is_spot(node):
+    """True if the node is spot (preemptible) capacity, by any cloud's label."""
+    labels = labels_of(node)
+    return any(labels.get(key) == value for key, value in SPOT_LABELS.items())
 
 
 def is_ready(node):

@@ -16,10 +16,13 @@ import sys
 import time
 from pathlib import Path
 
+from billing import demo as billing_demo
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
 WEB_PORT = os.environ.get("PORT", "8000")
 KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
+PROMETHEUS_PORT = os.environ.get("PROMETHEUS_PORT", "9090")
 KUBECONFIG = VAR_DIR / "kubeconfig"
 # A process that keeps dying is restarted after 1, 2, 4 ... 30 s; one that
 # stayed up this long counts as healthy again.
@@ -129,6 +132,12 @@ def main():
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
+    # Billing's Prometheus (if installed): its settings reach web, worker and beat.
+    billing_env, billing_commands, billing_lines = billing_demo.plan(
+        VAR_DIR, KUBESIM_PORT, PROMETHEUS_PORT
+    )
+    for key, value in billing_env.items():
+        os.environ.setdefault(key, value)
     from django.conf import settings
 
     from portal import broker
@@ -145,7 +154,9 @@ def main():
         Service("kubesim", [
             sys.executable, "-m", "kubesim", "--port", KUBESIM_PORT,
             "--state", str(VAR_DIR / "kubesim-state.json"), "--kubeconfig", str(KUBECONFIG),
+            "--dcgm-file-sd", str(VAR_DIR / "dcgm-targets.json"),
         ], ready=KUBECONFIG),
+        *(Service(name, command) for name, command in billing_commands.items()),
         Service("web", [
             sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload",
         ]),
@@ -181,6 +192,7 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get jobs -A
   Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
+{chr(10).join(billing_lines)}
 
 A process that dies is restarted, with a line here saying which and why.
 Press Ctrl-C to stop.

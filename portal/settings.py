@@ -499,3 +499,47 @@ LOGGING = {
 }
 # The worker logs through LOGGING too, instead of Celery's own format.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Billing (billing/): GPU-hours metered from Prometheus (DCGM exporter and
+# kube-state-metrics). Empty PORTAL_PROMETHEUS_URL: no metering, and the
+# billing pages say so.
+PORTAL_PROMETHEUS_URL = env_str("PORTAL_PROMETHEUS_URL", "").rstrip("/")
+PORTAL_PROMETHEUS_TIMEOUT = env_int("PORTAL_PROMETHEUS_TIMEOUT", 30, minimum=1)
+# Seconds between the samples the ledger judges (the scrape interval, usually).
+PORTAL_BILLING_STEP = env_int("PORTAL_BILLING_STEP", 60, minimum=1)
+if 3600 % PORTAL_BILLING_STEP:
+    raise ImproperlyConfigured(
+        f"PORTAL_BILLING_STEP={PORTAL_BILLING_STEP} must divide an hour (3600 seconds)"
+    )
+# Engine activity (0-1) at or above which a sample step counts as active.
+PORTAL_BILLING_IDLE_THRESHOLD = env_decimal("PORTAL_BILLING_IDLE_THRESHOLD", "0.05")
+if not Decimal(0) <= PORTAL_BILLING_IDLE_THRESHOLD <= Decimal(1):
+    raise ImproperlyConfigured("PORTAL_BILLING_IDLE_THRESHOLD must be between 0 and 1")
+# A closed hour is ingested this many seconds after it ends (late scrapes).
+PORTAL_BILLING_DELAY = env_int("PORTAL_BILLING_DELAY", 600, minimum=0)
+PORTAL_BILLING_INTERVAL = env_int("PORTAL_BILLING_INTERVAL", 300, minimum=1)
+# A fresh install meters this many closed hours back; each beat run ingests at most
+# PORTAL_BILLING_HOURS_PER_RUN pending hours (oldest first).
+PORTAL_BILLING_BACKFILL_HOURS = env_int("PORTAL_BILLING_BACKFILL_HOURS", 24, minimum=1)
+PORTAL_BILLING_HOURS_PER_RUN = env_int("PORTAL_BILLING_HOURS_PER_RUN", 24, minimum=1)
+# What a team is charged for: allocated GPU-hours, or the greater of reserved and allocated.
+PORTAL_BILLING_CHARGE = env_str("PORTAL_BILLING_CHARGE", "allocation")
+if PORTAL_BILLING_CHARGE not in ("allocation", "reservation"):
+    raise ImproperlyConfigured(
+        f"PORTAL_BILLING_CHARGE={PORTAL_BILLING_CHARGE!r} must be allocation or reservation"
+    )
+# Label names as the operator's scrape config leaves them (defaults: released
+# dcgm-exporter and kube-state-metrics scraped with honor_labels).
+PORTAL_BILLING_LABEL_NAMESPACE = env_str("PORTAL_BILLING_LABEL_NAMESPACE", "namespace")
+PORTAL_BILLING_LABEL_POD = env_str("PORTAL_BILLING_LABEL_POD", "pod")
+PORTAL_BILLING_LABEL_HOSTNAME = env_str("PORTAL_BILLING_LABEL_HOSTNAME", "Hostname")
+PORTAL_BILLING_LABEL_NODE = env_str("PORTAL_BILLING_LABEL_NODE", "node")
+for _name in ("NAMESPACE", "POD", "HOSTNAME", "NODE"):
+    if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", globals()[f"PORTAL_BILLING_LABEL_{_name}"]):
+        raise ImproperlyConfigured(f"PORTAL_BILLING_LABEL_{_name} is not a Prometheus label name")
+CELERY_BEAT_SCHEDULE |= {
+    "billing-ingest-closed-hours": {
+        "task": "billing.ingest_closed_hours",
+        "schedule": PORTAL_BILLING_INTERVAL,
+    },
+}

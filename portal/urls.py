@@ -11,6 +11,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("accounts.urls")),
+    path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/v1/", include("batch.api_urls")),
     path("batch/", include("batch.urls")),
@@ -18,6 +19,7 @@ urlpatterns = [
     # The split view serves its setup script as a file: no inline script for the CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("cluster/", include("provisioning.urls")),
+    path("billing/", include("billing.urls")),
     path("", include("gpu_requests.urls")),
 ]
 

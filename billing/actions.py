@@ -1,0 +1,437 @@
+"""Every change billing makes: ingesting hours, the rate card, budgets.
+
+Views, the API, the admin, tasks and the command call these.
+"""
+
+import hashlib
+import json
+import logging
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Value
+from django.utils import timezone
+
+from billing import batchwindows, metering, prometheus, queries
+from billing.models import (
+    Budget,
+    BudgetAlert,
+    FlavorHour,
+    IngestedHour,
+    Rate,
+    TeamUsage,
+    WorkloadUsage,
+    mig_fraction,
+)
+from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
+from provisioning.manifests import namespace_name
+
+log = logging.getLogger(__name__)
+HOUR = timedelta(hours=1)
+BUDGET_THRESHOLDS = (50, 80, 100)
+
+
+def hour_floor(moment):
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def check_hour(moment, name="hour"):
+    """`moment` if it is an aware, hour-aligned instant; else ValidationError."""
+    if timezone.is_naive(moment):
+        raise ValidationError({name: "Give a time zone (e.g. 2027-01-04T00:00Z)."})
+    if moment != hour_floor(moment):
+        raise ValidationError({name: "Must be on the hour (minutes and seconds zero)."})
+    return moment.astimezone(UTC)
+
+
+# --- who is who ---
+
+
+def teams_by_namespace(teams=None):
+    """{namespace: team id} by the portal's own namespace naming (one query)."""
+    prefix = settings.PORTAL_NAMESPACE_PREFIX
+    teams = Team.objects.all() if teams is None else teams
+    return {
+        namespace_name(slug, prefix): team_id for team_id, slug in teams.values_list("pk", "slug")
+    }
+
+
+def reserved_seconds(hour):
+    """{(team id, flavor id): GPU-seconds of quota in force during the hour} (one query).
+
+    Quota counts while active: from its start to its end, or to its
+    revocation (the last change of a revoked request).
+    """
+    end = hour + HOUR
+    rows = QuotaRequest.objects.filter(
+        Q(status__in=[QuotaRequest.Status.ACTIVE, QuotaRequest.Status.EXPIRED])
+        | Q(status=QuotaRequest.Status.REVOKED, updated_at__gt=hour),
+        starts_at__lt=end,
+    ).filter(Q(ends_at__isnull=True) | Q(ends_at__gt=hour))
+    reserved = {}
+    fields = ("team_id", "flavor_id", "gpus", "starts_at", "ends_at", "status", "updated_at")
+    for row in rows.values(*fields):
+        stop = row["ends_at"] or end
+        if row["status"] == QuotaRequest.Status.REVOKED:
+            stop = min(stop, row["updated_at"])
+        seconds = (min(stop, end) - max(row["starts_at"], hour)).total_seconds()
+        if seconds > 0:
+            key = (row["team_id"], row["flavor_id"])
+            reserved[key] = reserved.get(key, 0) + int(seconds) * row["gpus"]
+    return reserved
+
+
+# --- ingestion ---
+
+
+def _rows(hour, measured, flavors, card):
+    """Ledger rows (unsaved) for one hour; reservations and batch windows come
+    from the database (three queries)."""
+    reserved = reserved_seconds(hour)
+    offpeak = batchwindows.offpeak_factors(hour)
+    set_aside = batchwindows.set_aside_seconds(hour)
+    rates = {flavor.pk: card.price(flavor.pk, hour) for flavor in flavors}
+    spot = settings.PORTAL_BATCH_SPOT_FACTOR
+
+    workload_rows, weighted, covered = [], defaultdict(Decimal), defaultdict(int)
+    for (team_id, namespace, kind, name, flavor_id), load in sorted(measured.workload.items()):
+        factor = spot_factor(load.spot, load.allocated, spot)
+        if kind == "Job":
+            factor *= offpeak.get((namespace, name), 1)
+        weighted[(team_id, flavor_id)] += load.allocated * factor
+        covered[(team_id, flavor_id)] += load.allocated
+        workload_rows.append(
+            WorkloadUsage(
+                hour=hour,
+                team_id=team_id,
+                namespace=namespace,
+                kind=kind[:63],
+                name=name[:253],
+                flavor_id=flavor_id,
+                allocated_seconds=load.allocated,
+                active_seconds=load.active,
+                idle_seconds=load.idle,
+                unmetered_seconds=load.unmetered,
+                gpus=load.gpus,
+                activity_mean=load.activity_mean,
+                activity_histogram=load.histogram,
+                fb_peak_mib=None if load.fb_peak is None else int(load.fb_peak),
+                spot_seconds=load.spot,
+                price_factor=factor.quantize(FACTOR_PLACES),
+                price=priced(rates[flavor_id], factor),
+            )
+        )
+    team_rows = []
+    for key in sorted(set(measured.team) | set(reserved)):
+        team_id, flavor_id = key
+        figures = measured.team.get(key, metering.Figures())
+        held = reserved.get(key, 0)
+        # The mean of its workloads' factors by their GPU-seconds (1 for any rest).
+        rest = figures.allocated - covered[key]
+        factor = (weighted[key] + rest) / figures.allocated if figures.allocated else Decimal(1)
+        team_rows.append(
+            TeamUsage(
+                hour=hour,
+                team_id=team_id,
+                flavor_id=flavor_id,
+                allocated_seconds=figures.allocated,
+                active_seconds=figures.active,
+                idle_seconds=figures.idle,
+                unmetered_seconds=figures.unmetered,
+                spot_seconds=figures.spot,
+                reserved_seconds=held,
+                reserved_unallocated_seconds=max(held - figures.allocated, 0),
+                price_factor=factor.quantize(FACTOR_PLACES),
+                price=priced(rates[flavor_id], factor),
+            )
+        )
+    flavor_rows = []
+    for flavor in flavors:
+        mine = [row for row in team_rows if row.flavor_id == flavor.pk]
+        other = measured.other.get(flavor.pk, metering.Figures())
+        capacity = measured.capacity.get(flavor.pk, flavor.capacity * 3600)
+        spot_capacity = measured.spot_capacity.get(flavor.pk, 0)
+        batch_used = sum(
+            row.allocated_seconds
+            for row in workload_rows
+            if row.flavor_id == flavor.pk and (row.namespace, row.name) in offpeak
+        )
+        factor = spot_factor(spot_capacity, capacity, spot)
+        row = FlavorHour(
+            hour=hour,
+            flavor_id=flavor.pk,
+            capacity_seconds=capacity,
+            spot_capacity_seconds=spot_capacity,
+            reserved_seconds=sum(r.reserved_seconds for r in mine),
+            team_allocated_seconds=sum(r.allocated_seconds for r in mine),
+            team_reserved_unallocated_seconds=sum(r.reserved_unallocated_seconds for r in mine),
+            other_allocated_seconds=other.allocated,
+            batch_set_aside_unused_seconds=max(set_aside.get(flavor.pk, 0) - batch_used, 0),
+            active_seconds=sum(r.active_seconds for r in mine) + other.active,
+            price_factor=factor,
+            price=priced(rates[flavor.pk], factor),
+        )
+        row.unreserved_seconds = capacity - (
+            row.team_allocated_seconds
+            + row.team_reserved_unallocated_seconds
+            + row.other_allocated_seconds
+            + row.batch_set_aside_unused_seconds
+        )
+        flavor_rows.append(row)
+    return team_rows, workload_rows, flavor_rows
+
+
+def _digest(*row_lists):
+    skip = {"id", "_state"}
+    payload = [
+        sorted((k, str(v)) for k, v in vars(row).items() if k not in skip)
+        for rows in row_lists
+        for row in rows
+    ]
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+def ingest_hour(hour, *, now=None):
+    """Meter one hour into the ledger. Returns True if rows changed.
+
+    Six Prometheus queries, then one transaction that replaces the hour's
+    rows, or writes nothing when they would come out the same. When
+    Prometheus cannot answer, the hour stays pending (with the error and an
+    attempt counted) and the PrometheusError is raised: never a zero hour.
+    """
+    hour = check_hour(hour)
+    now = now or timezone.now()
+    IngestedHour.objects.get_or_create(hour=hour)
+    flavors = list(Flavor.objects.all())
+    try:
+        answers = metering.fetch_hour(hour, flavors)
+    except prometheus.PrometheusError as exc:
+        IngestedHour.objects.filter(hour=hour, status=IngestedHour.Status.PENDING).update(
+            last_error=str(exc)[:2000], last_attempt_at=now
+        )
+        IngestedHour.objects.filter(hour=hour).update(attempts=_plus_one())
+        raise
+    measured = metering.measure(
+        answers,
+        flavors,
+        teams_by_namespace(),
+        settings.PORTAL_BILLING_STEP,
+        settings.PORTAL_BILLING_IDLE_THRESHOLD,
+    )
+    return write_hour(hour, measured, flavors, now=now)
+
+
+def _plus_one():
+    return F("attempts") + 1
+
+
+def write_hour(hour, measured, flavors, *, now=None):
+    now = now or timezone.now()
+    rows = _rows(hour, measured, flavors, RateCard())
+    digest = _digest(*rows)
+    with transaction.atomic():
+        # The row lock serialises two workers on one hour.
+        state = IngestedHour.objects.select_for_update().get(hour=hour)
+        changed = not (state.status == IngestedHour.Status.DONE and state.digest == digest)
+        if changed:
+            for model in (TeamUsage, WorkloadUsage, FlavorHour):
+                model.objects.filter(hour=hour).delete()
+            team_rows, workload_rows, flavor_rows = rows
+            TeamUsage.objects.bulk_create(team_rows, batch_size=2000)
+            WorkloadUsage.objects.bulk_create(workload_rows, batch_size=2000)
+            FlavorHour.objects.bulk_create(flavor_rows)
+        IngestedHour.objects.filter(hour=hour).update(
+            status=IngestedHour.Status.DONE,
+            digest=digest,
+            last_error="",
+            last_attempt_at=now,
+            attempts=_plus_one(),
+            ingested_at=now if changed else state.ingested_at,
+        )
+        if changed:
+            check_budgets(hour)
+    return changed
+
+
+def closed_hours(now=None):
+    """Hours ended at least PORTAL_BILLING_DELAY ago and not yet ingested, oldest first.
+
+    Marks them pending first (so the admin page lists them), starting after the
+    newest ingested hour, or PORTAL_BILLING_BACKFILL_HOURS back on a fresh install.
+    """
+    now = now or timezone.now()
+    last_closed = hour_floor(now - timedelta(seconds=settings.PORTAL_BILLING_DELAY)) - HOUR
+    newest = (
+        IngestedHour.objects.filter(status=IngestedHour.Status.DONE)
+        .order_by("-hour")
+        .values_list("hour", flat=True)
+        .first()
+    )
+    backfill = timedelta(hours=settings.PORTAL_BILLING_BACKFILL_HOURS - 1)
+    start = newest + HOUR if newest else last_closed - backfill
+    missing = []
+    hour = start
+    while hour <= last_closed:
+        missing.append(IngestedHour(hour=hour))
+        hour += HOUR
+    IngestedHour.objects.bulk_create(missing, ignore_conflicts=True)
+    return list(
+        IngestedHour.objects.filter(status=IngestedHour.Status.PENDING, hour__lte=last_closed)
+        .order_by("hour")
+        .values_list("hour", flat=True)
+    )
+
+
+def ingest_closed_hours(now=None, limit=None):
+    """Ingest pending closed hours, oldest first; stop at the first outage."""
+    done = 0
+    for hour in closed_hours(now)[: limit or settings.PORTAL_BILLING_HOURS_PER_RUN]:
+        try:
+            ingest_hour(hour, now=now)
+        except prometheus.PrometheusError as exc:
+            log.warning("billing: hour %s stays pending: %s", hour.isoformat(), exc)
+            break
+        done += 1
+    return done
+
+
+# --- rate card ---
+
+
+def validate_rate(flavor, effective_from, *, price=None, mig_parent=None, mig_basis=""):
+    """The rate's start, hour-aligned and UTC; ValidationError naming the field if it is wrong."""
+    effective_from = check_hour(effective_from, "effective_from")
+    if price is None and mig_parent is None:
+        raise ValidationError({"price_per_gpu_hour": "Give a price or a MIG parent to derive it."})
+    if price is not None and price < 0:
+        raise ValidationError({"price_per_gpu_hour": "A price cannot be negative."})
+    if price is None:
+        if mig_parent.pk == flavor.pk:
+            raise ValidationError({"mig_parent": "A flavor cannot be its own parent."})
+        if mig_basis not in Rate.MigBasis.values:
+            raise ValidationError({"mig_basis": "Choose compute or memory."})
+        if mig_fraction(flavor, mig_parent, mig_basis) is None:
+            message = f"{flavor} is not a MIG slice (its resource is {flavor.resource_name})."
+            raise ValidationError({"mig_parent": message})
+    if Rate.objects.filter(flavor=flavor, effective_from=effective_from).exists():
+        raise ValidationError({"effective_from": TAKEN})
+    return effective_from
+
+
+TAKEN = "This flavor already has a rate starting then; add a later one."
+
+
+def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_basis=""):
+    """Append a price to the rate card and re-price the ledger hours it covers.
+
+    The rate card itself is never rewritten; ledger rows carry the price in
+    force for their hour, so a backdated rate re-prices the hours from its
+    start to the next rate.
+    """
+    if not quota_actions.can_review(by):
+        raise quota_actions.NotAllowed("Only platform admins can change prices.")
+    effective_from = validate_rate(
+        flavor, effective_from, price=price, mig_parent=mig_parent, mig_basis=mig_basis
+    )
+    try:
+        with transaction.atomic():
+            rate = Rate.objects.create(
+                flavor=flavor,
+                effective_from=effective_from,
+                price_per_gpu_hour=price,
+                mig_parent=mig_parent if price is None else None,
+                mig_basis=mig_basis if price is None else "",
+                created_by=by,
+            )
+            reprice_from(effective_from)
+    except IntegrityError:  # another admin's rate for the same start, just now
+        raise ValidationError({"effective_from": TAKEN}) from None
+    return rate
+
+
+def reprice_from(start):
+    """Set the ledger's prices from `start` on to the rate card's (per flavor and rate span)."""
+    card = RateCard()
+    for flavor_id in card.flavors:
+        later = {r.effective_from for rates in card.rates.values() for r in rates}
+        boundaries = sorted({start} | {moment for moment in later if moment > start})
+        for begin, end in zip(boundaries, boundaries[1:] + [None], strict=True):
+            rate = card.price(flavor_id, begin)
+            span = Q(flavor_id=flavor_id, hour__gte=begin)
+            if end is not None:
+                span &= Q(hour__lt=end)
+            # Each row keeps its time-of-use factor; the database rounds to the column.
+            for model in (TeamUsage, WorkloadUsage, FlavorHour):
+                model.objects.filter(span).update(price=Value(rate) * F("price_factor"))
+
+
+# --- budgets ---
+
+
+def set_budget(team, amount, *, by):
+    if (
+        not quota_actions.can_review(by)
+        and not Membership.objects.filter(team=team, user=by, role=Membership.Role.MANAGER).exists()
+    ):
+        raise quota_actions.NotAllowed("Only the team's managers and platform admins set budgets.")
+    if amount is None:
+        Budget.objects.filter(team=team).delete()
+        return None
+    amount = Decimal(amount)
+    if amount <= 0 or amount >= Decimal("1e12"):
+        raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
+    budget, _ = Budget.objects.update_or_create(team=team, defaults={"monthly_amount": amount})
+    return budget
+
+
+def month_start(moment):
+    moment = moment.astimezone(UTC)
+    return datetime(moment.year, moment.month, 1, tzinfo=UTC)
+
+
+def check_budgets(hour):
+    """Email each team whose month-to-date spend crossed 50, 80 or 100 % of its
+    budget, once per threshold and month (the BudgetAlert unique key)."""
+    start = month_start(hour)
+    spends = queries.spend_by_team(start, hour + HOUR)
+    for budget in Budget.objects.filter(team_id__in=spends).select_related("team"):
+        spend = spends[budget.team_id]
+        for percent in BUDGET_THRESHOLDS:
+            if spend * 100 < budget.monthly_amount * percent:
+                break
+            alert, created = BudgetAlert.objects.get_or_create(
+                team=budget.team,
+                month=start.date(),
+                percent=percent,
+                defaults={"spend": spend.quantize(Decimal("0.01"))},
+            )
+            if created:
+                transaction.on_commit(lambda alert_id=alert.pk: send_budget_alert(alert_id))
+
+
+def send_budget_alert(alert_id):
+    alert = BudgetAlert.objects.select_related("team", "team__budget").get(pk=alert_id)
+    team = alert.team
+    recipients = sorted(
+        team.memberships.exclude(user__email="").values_list("user__email", flat=True)
+    )
+    if not recipients:
+        return
+    currency = settings.PORTAL_CURRENCY
+    subject = f"[GPU portal] {team.name} has spent {alert.percent} % of its GPU budget"
+    body = (
+        f"{team.name} has spent {alert.spend} {currency} on GPUs this month, "
+        f"{alert.percent} % of its budget of {team.budget.monthly_amount} {currency}.\n\n"
+        f"See where it goes: {settings.PORTAL_BASE_URL}/billing/teams/{team.slug}/\n"
+    )
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+    except Exception:  # the alert row stays; a mail outage must not undo ingestion
+        log.exception("budget alert %s could not be sent", alert_id)

@@ -1,0 +1,82 @@
+"""Admin: the rate card is append-only (rows are added through the action,
+never edited), budgets are set through the action, hours are read-only."""
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+
+from billing import actions
+from billing.models import Budget, IngestedHour, Rate
+
+
+class RateForm(forms.ModelForm):
+    class Meta:
+        model = Rate
+        fields = ["flavor", "effective_from", "price_per_gpu_hour", "mig_parent", "mig_basis"]
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            actions.validate_rate(
+                data["flavor"],
+                data["effective_from"],
+                price=data.get("price_per_gpu_hour"),
+                mig_parent=data.get("mig_parent"),
+                mig_basis=data.get("mig_basis", ""),
+            )
+        except ValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+        return data
+
+
+@admin.register(Rate)
+class RateAdmin(admin.ModelAdmin):
+    form = RateForm
+    list_display = [
+        "flavor",
+        "effective_from",
+        "price_per_gpu_hour",
+        "mig_parent",
+        "mig_basis",
+        "created_by",
+    ]
+    list_filter = ["flavor"]
+    fields = ["flavor", "effective_from", "price_per_gpu_hour", "mig_parent", "mig_basis"]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        # Through the action (which re-prices the ledger); the form validated it.
+        rate = actions.add_rate(
+            obj.flavor,
+            obj.effective_from,
+            price=obj.price_per_gpu_hour,
+            mig_parent=obj.mig_parent,
+            mig_basis=obj.mig_basis,
+            by=request.user,
+        )
+        obj.pk = rate.pk
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ["team", "monthly_amount", "updated_at"]
+    autocomplete_fields = ["team"]
+
+
+@admin.register(IngestedHour)
+class IngestedHourAdmin(admin.ModelAdmin):
+    list_display = ["hour", "status", "attempts", "last_error", "ingested_at"]
+    list_filter = ["status"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

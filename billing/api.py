@@ -1,0 +1,205 @@
+"""REST API under /api/v1/billing/: usage, the rate card, budgets.
+
+Members see their own teams only (another team is a 404); writes go through
+billing.actions.
+"""
+
+from django.conf import settings
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing import actions, queries
+from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import Flavor
+from gpu_requests.serializers import ErrorSerializer
+
+GROUPS = ("team", "flavor", "day", "workload")
+
+
+NOT_YOURS = OpenApiResponse(ErrorSerializer, description="No such team among yours.")
+
+
+class UsageQuery(serializers.Serializer):
+    # Plain strings: an unknown flavor selects nothing, an unknown team is a 404,
+    # an empty one filters nothing.
+    team = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    flavor = serializers.CharField(required=False, allow_blank=True, max_length=50)
+    # "from" is a Python keyword: the field is renamed below.
+    start = serializers.DateTimeField(required=False)
+    to = serializers.DateTimeField(required=False)
+    group_by = serializers.ChoiceField(GROUPS, default="team")
+
+    def to_internal_value(self, data):
+        # A plain dict: DRF reads an empty query value as "not given", but
+        # `?to=` is a mistake to point out, not a range without an end.
+        data = {key: data.get(key) for key in data}
+        if "from" in data:
+            data["start"] = data.pop("from")
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            detail = exc.detail
+            if isinstance(detail, dict) and "start" in detail:
+                detail["from"] = detail.pop("start")
+            raise serializers.ValidationError(detail) from None
+
+    def validate(self, attrs):
+        if attrs.get("start") and attrs.get("to") and attrs["to"] <= attrs["start"]:
+            raise serializers.ValidationError({"to": "Must be after from."})
+        return attrs
+
+
+class UsageView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("team", str, description="team slug"),
+            OpenApiParameter("flavor", str, description="flavor slug"),
+            OpenApiParameter("from", OpenApiTypes.DATETIME, description="inclusive"),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="exclusive"),
+            OpenApiParameter("group_by", str, enum=list(GROUPS)),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 404: NOT_YOURS},
+    )
+    def get(self, request):
+        """GPU-hours and cost from the ledger, grouped by team, flavor, day or workload."""
+        query = UsageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        teams = quota_actions.teams_for(request.user)
+        if params.get("team"):
+            teams = teams.filter(slug=params["team"])
+            if not teams.exists():
+                raise Http404("No such team among yours.")
+        group_by = params["group_by"]
+        model = WorkloadUsage if group_by == "workload" else TeamUsage
+        rows = model.objects.filter(team__in=teams)
+        if params.get("flavor"):
+            rows = rows.filter(flavor__slug=params["flavor"])
+        if params.get("start"):
+            rows = rows.filter(hour__gte=params["start"])
+        if params.get("to"):
+            rows = rows.filter(hour__lt=params["to"])
+        if group_by == "workload":
+            results = [
+                {**row, "reserved_unallocated_gpu_hours": 0}
+                for row in queries.workload_usage(rows, extra=("team__slug",))
+            ]
+        else:
+            results = list(queries.team_usage(rows, group_by))
+        currency = settings.PORTAL_CURRENCY
+        return Response(
+            {
+                "group_by": group_by,
+                "charge": settings.PORTAL_BILLING_CHARGE,
+                "currency": currency,
+                "results": [_usage_row(row, currency) for row in results],
+            }
+        )
+
+
+def _usage_row(row, currency):
+    out = {}
+    for key, value in row.items():
+        if key == "day":
+            out["day"] = value.date().isoformat()
+        elif key.endswith("__slug"):
+            out[key.removesuffix("__slug")] = value
+        elif key.endswith("__name") or key in ("gpus",):
+            continue
+        elif key.endswith(("_gpu_hours", "cost")):
+            out[key] = str(round(value, 4 if key.endswith("hours") else 2))
+        else:
+            out[key] = value
+    out["currency"] = currency
+    return out
+
+
+class RateSerializer(serializers.ModelSerializer):
+    flavor = serializers.SlugRelatedField(slug_field="slug", queryset=Flavor.objects.all())
+    mig_parent = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Flavor.objects.all(), required=False, allow_null=True
+    )
+    currency = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Rate
+        fields = [
+            "flavor",
+            "effective_from",
+            "price_per_gpu_hour",
+            "mig_parent",
+            "mig_basis",
+            "currency",
+        ]
+        validators = []  # the action's own message names effective_from
+
+    def get_currency(self, rate) -> str:
+        return settings.PORTAL_CURRENCY
+
+
+class RatesView(APIView):
+    @extend_schema(responses=RateSerializer(many=True))
+    def get(self, request):
+        """The rate card, oldest first per flavor (append-only)."""
+        rates = Rate.objects.select_related("flavor", "mig_parent").order_by(
+            "flavor__slug", "effective_from"
+        )
+        return Response(RateSerializer(rates, many=True).data)
+
+    @extend_schema(request=RateSerializer, responses=RateSerializer)
+    def post(self, request):
+        """Append a rate (platform admins)."""
+        serializer = RateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        rate = actions.add_rate(
+            data["flavor"],
+            data["effective_from"],
+            price=data.get("price_per_gpu_hour"),
+            mig_parent=data.get("mig_parent"),
+            mig_basis=data.get("mig_basis", ""),
+            by=request.user,
+        )
+        return Response(RateSerializer(rate).data, status=201)
+
+
+class BudgetSerializer(serializers.Serializer):
+    team = serializers.SlugField(max_length=63)
+    monthly_amount = serializers.DecimalField(
+        max_digits=14, decimal_places=2, allow_null=True, min_value=0
+    )
+    currency = serializers.CharField(read_only=True)
+
+
+class BudgetsView(APIView):
+    @extend_schema(responses=BudgetSerializer(many=True))
+    def get(self, request):
+        """Budgets of your teams (every team's for platform admins)."""
+        budgets = Budget.objects.filter(team__in=quota_actions.teams_for(request.user))
+        rows = budgets.values_list("team__slug", "monthly_amount").order_by("team__slug")
+        return Response(
+            [
+                {"team": slug, "monthly_amount": str(amount), "currency": settings.PORTAL_CURRENCY}
+                for slug, amount in rows
+            ]
+        )
+
+    @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer, 404: NOT_YOURS})
+    def post(self, request):
+        """Set (or with null, remove) a team's monthly budget: its managers and admins."""
+        serializer = BudgetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = quota_actions.teams_for(request.user).filter(slug=data["team"]).first()
+        if team is None:
+            raise Http404("No such team among yours.")
+        budget = actions.set_budget(team, data["monthly_amount"], by=request.user)
+        amount = None if budget is None else str(budget.monthly_amount)
+        return Response(
+            {"team": team.slug, "monthly_amount": amount, "currency": settings.PORTAL_CURRENCY}
+        )

@@ -1,0 +1,61 @@
+"""GPU health: XID errors of the last 24 hours, from dcgm-exporter via Prometheus."""
+
+from django.conf import settings
+
+from billing import prometheus
+
+# What an XID means, and whether the GPU needs the node drained (the codes
+# NVIDIA's XID catalogue and operators treat as "the GPU is gone or unsafe").
+XID_MEANINGS = {
+    13: ("Graphics engine exception (usually the application)", False),
+    31: ("GPU memory page fault (usually the application)", False),
+    32: ("Invalid or corrupted push buffer stream", False),
+    43: ("GPU stopped processing (the application was stopped)", False),
+    45: ("Preemptive cleanup after an earlier error", False),
+    48: ("Double-bit ECC error", True),
+    61: ("Internal micro-controller breakpoint", False),
+    62: ("Internal micro-controller halt", False),
+    63: ("ECC page retirement or row remapping recorded", True),
+    64: ("ECC page retirement or row remapping failed", True),
+    68: ("Video processor exception", False),
+    74: ("NVLink error", True),
+    79: ("GPU has fallen off the bus", True),
+    92: ("High single-bit ECC error rate", False),
+    94: ("Contained ECC error", True),
+    95: ("Uncontained ECC error", True),
+    119: ("GSP RPC timeout", True),
+    120: ("GSP error", True),
+}
+
+
+def meaning(code):
+    text, drain = XID_MEANINGS.get(code, ("Unlisted XID: see NVIDIA's XID catalogue", False))
+    return text, drain
+
+
+def xid_events(hours=24, at=None):
+    """[{node, gpu, instance, code, meaning, drain, namespace, pod}] seen in the
+    last `hours`, one per device and pod hit. One instant query."""
+    pod = settings.PORTAL_BILLING_LABEL_POD
+    namespace = settings.PORTAL_BILLING_LABEL_NAMESPACE
+    hostname = settings.PORTAL_BILLING_LABEL_HOSTNAME
+    series = prometheus.query(f"max_over_time(DCGM_FI_DEV_XID_ERRORS[{hours}h]) > 0", at=at)
+    events = []
+    for item in series:
+        labels = item.labels
+        code = int(item.points[0][1]) if item.points else 0
+        text, drain = meaning(code)
+        events.append(
+            {
+                "node": labels.get(hostname, ""),
+                "gpu": labels.get("gpu", ""),
+                "instance": labels.get("GPU_I_PROFILE", ""),
+                "uuid": labels.get("UUID", ""),
+                "code": code,
+                "meaning": text,
+                "drain": drain,
+                "namespace": labels.get(namespace, ""),
+                "pod": labels.get(pod, ""),
+            }
+        )
+    return sorted(events, key=lambda e: (not e["drain"], e["node"], e["gpu"], e["pod"]))

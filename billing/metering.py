@@ -1,0 +1,343 @@
+"""One closed hour of Prometheus data turned into ledger rows.
+
+`fetch_hour` asks Prometheus six cluster-wide questions (four range queries
+at the sample step, two instant queries at the hour's end); `measure` is a
+pure function of their answers; `billing.actions.ingest_hour` writes the rows.
+
+Range queries, not subqueries: each is evaluated at every step of
+[hour, hour + 1 h) and wraps raw samples in `last_over_time(x[step - 1ms])`,
+so a step sees only a sample scraped within that step. That keeps
+backfilled data (no staleness markers) from lingering five minutes past a
+pod's end, and makes a scrape gap a gap (unmetered), not an echo of the
+sample before it.
+"""
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+
+from billing import prometheus
+from cluster import inventory
+from gpu_requests.models import Flavor
+
+HISTOGRAM_BANDS = 100  # 1 % each
+
+
+def sanitize(resource_name):
+    """kube-state-metrics' spelling of a resource name (nvidia.com/gpu -> nvidia_com_gpu)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", resource_name)
+
+
+def _regex(values):
+    return "|".join(re.escape(value) for value in sorted(values)) or "^$"
+
+
+OWNERS = "max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
+
+
+def queries(resources, step=None):
+    """The PromQL of one hour, by name, for the sanitised `resources` of the catalog.
+
+    kube-state-metrics is read with its own label names (scraped with
+    honor_labels, as usual) except `node` (a setting); the exporter's pod and
+    namespace labels are settings, since scraping it without honor_labels
+    renames them `exported_pod` and `exported_namespace`.
+    """
+    step = step or settings.PORTAL_BILLING_STEP
+    window = f"{step * 1000 - 1}ms"
+    pod = settings.PORTAL_BILLING_LABEL_POD
+    node = settings.PORTAL_BILLING_LABEL_NODE
+    wanted = _regex(resources)
+    return {
+        # GPUs requested by running pods, per pod, node and resource.
+        "allocation": (
+            f"sum by (namespace, pod, uid, {node}, resource) (last_over_time("
+            f'kube_pod_container_resource_requests{{unit="integer",resource=~"{wanted}"}}'
+            f"[{window}]))"
+            " * on (namespace, pod, uid) group_left () "
+            "(max by (namespace, pod, uid) (last_over_time("
+            f'kube_pod_status_phase{{phase="Running"}}[{window}])) == 1)'
+        ),
+        # Engine activity 0-1 of every device a pod holds; GPU_UTIL where the
+        # profiling field is missing, never on MIG (it reads 0 there).
+        "activity": (
+            f'last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{pod}!=""}}[{window}])'
+            f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{pod}!="",GPU_I_PROFILE=""}}[{window}])'
+            " / 100"
+        ),
+        "framebuffer": f'last_over_time(DCGM_FI_DEV_FB_USED{{{pod}!=""}}[{window}])',
+        "capacity": (
+            f"sum by ({node}, resource) (last_over_time("
+            f'kube_node_status_allocatable{{resource=~"{wanted}"}}[{window}]))'
+        ),
+        # Instant, at the hour's end: who owns each pod, and the nodes' labels.
+        "owners": OWNERS,
+        "node_labels": "last_over_time(kube_node_labels[1h])",
+    }
+
+
+RANGE_QUERIES = ("allocation", "activity", "framebuffer", "capacity")
+
+
+def fetch_hour(hour, flavors, step=None):
+    """{name: [Series]} for the hour starting at `hour`. Raises PrometheusError."""
+    step = step or settings.PORTAL_BILLING_STEP
+    texts = queries({sanitize(f.resource_name) for f in flavors}, step)
+    last_step = hour + timedelta(seconds=3600 - step)
+    end = hour + timedelta(hours=1)
+    answers = {}
+    for name, promql in texts.items():
+        if name in RANGE_QUERIES:
+            answers[name] = prometheus.query_range(promql, hour, last_step, step)
+        else:
+            answers[name] = prometheus.query(promql, at=end)
+    return answers
+
+
+# --- the pure part ---
+
+
+@dataclass
+class Figures:
+    allocated: int = 0
+    active: int = 0
+    idle: int = 0
+    unmetered: int = 0
+    spot: int = 0  # of allocated, on spot nodes
+
+
+@dataclass
+class Workload(Figures):
+    gpus: int = 0
+    activity_total: float = 0.0
+    samples: int = 0
+    histogram: dict = field(default_factory=dict)  # band (str) -> metered device-steps
+    fb_peak: float | None = None
+
+    @property
+    def activity_mean(self):
+        return self.activity_total / self.samples if self.samples else None
+
+
+@dataclass
+class Measured:
+    team: dict  # (team_id, flavor_id) -> Figures
+    workload: dict  # (team_id, namespace, kind, name, flavor_id) -> Workload
+    other: dict  # flavor_id -> Figures (namespaces of no team)
+    capacity: dict  # flavor_id -> GPU-seconds (only flavors with node series)
+    spot_capacity: dict = field(default_factory=dict)  # flavor_id -> of those, on spot nodes
+
+
+class FlavorResolver:
+    """Which flavor a (resource, node) is, by the inventory's one rule
+    (`cluster.inventory.node_serves_flavor`) applied to the node's labels as
+    kube-state-metrics exports them (`label_<sanitised key>`)."""
+
+    def __init__(self, flavors, node_labels):
+        self.by_resource = defaultdict(list)
+        for flavor in sorted(flavors, key=lambda f: f.pk):
+            self.by_resource[sanitize(flavor.resource_name)].append(flavor)
+        self.node_labels = node_labels  # node -> {label_<sanitised key>: value}
+        self.cache = {}
+
+    def __call__(self, resource, node):
+        key = (resource, node)
+        if key not in self.cache:
+            self.cache[key] = self._resolve(resource, node)
+        return self.cache[key]
+
+    def is_spot(self, node):
+        exported = self.node_labels.get(node, {})
+        labels = {key: exported.get("label_" + sanitize(key), "") for key in inventory.SPOT_LABELS}
+        return inventory.is_spot({"metadata": {"labels": labels}})
+
+    def _resolve(self, resource, node):
+        candidates = self.by_resource.get(resource, [])
+        if len(candidates) <= 1:
+            return candidates[0] if candidates else None
+        exported = self.node_labels.get(node, {})
+        keys = {key for flavor in candidates for key in (flavor.node_selector or {})}
+        labels = {
+            key: exported["label_" + sanitize(key)]
+            for key in keys
+            if "label_" + sanitize(key) in exported
+        }
+        as_node = {
+            "metadata": {"name": node, "labels": labels},
+            "status": {"allocatable": {candidates[0].resource_name: "1"}},
+        }
+        served = inventory.node_flavors(as_node, candidates)
+        # Labels not exported (kube-state-metrics' allowlist): the first flavor.
+        return served[0] if served else candidates[0]
+
+
+def _device_key(labels):
+    hostname = labels.get(settings.PORTAL_BILLING_LABEL_HOSTNAME, "")
+    return (hostname, labels.get("gpu", ""), labels.get("GPU_I_ID", ""))
+
+
+def _by_pod(series_list, ns_label, pod_label):
+    """(namespace, pod) -> [(device key, MIG profile, {timestamp: value})]."""
+    found = defaultdict(list)
+    for series in series_list:
+        labels = series.labels
+        found[(labels.get(ns_label, ""), labels.get(pod_label, ""))].append(
+            (_device_key(labels), labels.get("GPU_I_PROFILE", ""), dict(series.points))
+        )
+    return found
+
+
+def _matches_resource(profile, resource):
+    """A MIG device goes with its mig-<profile> resource, a whole GPU with the others."""
+    if profile:
+        return resource.endswith("_mig_" + sanitize(profile))
+    return "_mig_" not in resource
+
+
+def _devices(by_pod, namespace, pod, resource):
+    return [d for d in by_pod.get((namespace, pod), []) if _matches_resource(d[1], resource)]
+
+
+def measure(answers, flavors, teams_by_namespace, step, threshold):
+    """Ledger figures of one hour from `fetch_hour`'s answers (no I/O)."""
+    ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
+    pod_label = settings.PORTAL_BILLING_LABEL_POD
+    node_label = settings.PORTAL_BILLING_LABEL_NODE
+    node_labels = {s.labels.get(node_label, ""): s.labels for s in answers.get("node_labels", [])}
+    resolve = FlavorResolver(flavors, node_labels)
+    owners = {
+        (s.labels.get("namespace", ""), s.labels.get("pod", "")): (
+            s.labels.get("owner_kind", ""),
+            s.labels.get("owner_name", ""),
+        )
+        for s in answers.get("owners", [])
+    }
+    activity = _by_pod(answers.get("activity", []), ns_label, pod_label)
+    framebuffer = _by_pod(answers.get("framebuffer", []), ns_label, pod_label)
+    threshold = float(threshold)
+
+    team, workload, other = defaultdict(Figures), defaultdict(Workload), defaultdict(Figures)
+    for series in answers.get("allocation", []):
+        labels = series.labels
+        namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
+        resource = labels.get("resource", "")
+        node = labels.get(node_label, "")
+        flavor = resolve(resource, node)
+        if flavor is None:
+            continue
+        spot = resolve.is_spot(node)
+        time_sliced = flavor.sharing == Flavor.Sharing.TIME_SLICED
+        devices = _devices(activity, namespace, pod, resource)
+        memories = _devices(framebuffer, namespace, pod, resource)
+        team_id = teams_by_namespace.get(namespace)
+        if team_id is None:
+            totals = other[flavor.pk]
+            load = None
+        else:
+            totals = team[(team_id, flavor.pk)]
+            kind, name = owners.get((namespace, pod), ("", ""))
+            if not kind or kind == "<none>":
+                kind, name = "Pod", pod
+            load = workload[(team_id, namespace, kind, name, flavor.pk)]
+        for timestamp, value in series.points:
+            requested = int(value)
+            if requested <= 0:
+                continue
+            # One sample per device; a device copied to several pods (time-
+            # slicing) is counted once per pod's share, never once per copy.
+            samples = {key: values[timestamp] for key, _, values in devices if timestamp in values}
+            readings = sorted(samples.values(), reverse=True)
+            if time_sliced and readings:
+                # Shares of one device: all metered, busy as the device is.
+                metered = requested
+                busy_share = sum(r >= threshold for r in readings) / len(readings)
+                active = round(requested * busy_share)
+                readings = readings[:1] * requested
+            else:
+                readings = readings[:requested]
+                metered = len(readings)
+                active = sum(r >= threshold for r in readings)
+            figures = (requested * step, active * step, (metered - active) * step)
+            unmetered = (requested - metered) * step
+            for target in (totals, load) if load is not None else (totals,):
+                target.allocated += figures[0]
+                target.active += figures[1]
+                target.idle += figures[2]
+                target.unmetered += unmetered
+                if spot:
+                    target.spot += figures[0]
+            if load is None:
+                continue
+            load.gpus = max(load.gpus, requested)
+            for reading in readings:
+                load.activity_total += reading
+                load.samples += 1
+                band = str(activity_band(reading))
+                load.histogram[band] = load.histogram.get(band, 0) + 1
+            used = [values[timestamp] for _, _, values in memories if timestamp in values]
+            if used:
+                load.fb_peak = max(load.fb_peak or 0.0, max(used))
+
+    capacity, spot_capacity = defaultdict(int), defaultdict(int)
+    for series in answers.get("capacity", []):
+        node = series.labels.get(node_label, "")
+        flavor = resolve(series.labels.get("resource", ""), node)
+        if flavor is not None:
+            seconds = int(sum(value for _, value in series.points) * step)
+            capacity[flavor.pk] += seconds
+            if resolve.is_spot(node):
+                spot_capacity[flavor.pk] += seconds
+    return Measured(dict(team), dict(workload), dict(other), dict(capacity), dict(spot_capacity))
+
+
+def activity_band(reading):
+    return min(int(max(reading, 0.0) * HISTOGRAM_BANDS), HISTOGRAM_BANDS - 1)
+
+
+def merge_histograms(histograms):
+    merged = {}
+    for histogram in histograms:
+        for band, count in (histogram or {}).items():
+            merged[int(band)] = merged.get(int(band), 0) + count
+    return merged
+
+
+def histogram_percentile(histogram, fraction):
+    """Upper edge (0-1) of the 1 % band holding the `fraction` quantile of samples."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    needed = fraction * total
+    running = 0
+    for band in sorted(histogram):
+        running += histogram[band]
+        if running >= needed:
+            return (band + 1) / HISTOGRAM_BANDS
+    return 1.0
+
+
+def _quoted(value):
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def recent_activity(namespace, kind, name, end, hours=24, step=60):
+    """[(unix seconds, mean engine activity 0-1)] per minute over the last `hours`
+    of one workload's pods, straight from Prometheus (one range query).
+
+    A Job's (or ReplicaSet's) pods are named `<owner>-<5 characters>`.
+    """
+    ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
+    pod_label = settings.PORTAL_BILLING_LABEL_POD
+    pods = re.escape(name) if kind == "Pod" else re.escape(name) + "-[a-z0-9]{5}"
+    match = f"{ns_label}={_quoted(namespace)},{pod_label}=~{_quoted(pods)}"
+    window = f"{step * 1000 - 1}ms"
+    promql = (
+        f"avg(last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{match}}}[{window}])"
+        f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{match},GPU_I_PROFILE=""}}[{window}]) / 100)'
+    )
+    start = end - timedelta(hours=hours)
+    series = prometheus.query_range(promql, start, end, step)
+    return series[0].points if series else []

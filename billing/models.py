@@ -1,0 +1,263 @@
+"""The rate card, budgets and the hourly usage ledger.
+
+Usage is kept in whole GPU-seconds (BigInteger): exact, cheap to sum, and
+every figure of an hour adds up without rounding. Pages and the API show
+GPU-hours (seconds / 3600). Each ledger row carries the price per GPU-hour in
+force for its hour, so cost is one SQL expression (see `cost_expression`).
+"""
+
+import re
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import DecimalField, ExpressionWrapper, F, Q, Sum, Value
+from django.db.models.functions import Coalesce
+
+from gpu_requests.models import Flavor, Team
+
+MIG_PROFILE = re.compile(r"mig-(\d+)g\.(\d+)gb$")
+
+
+class Rate(models.Model):
+    """One row of the rate card: a flavor's price from `effective_from` on.
+
+    Append-only: a price change is a new row; a row is never edited, so the
+    ledger of any past hour can always be priced again the same way. A MIG
+    flavor without its own price is priced as a fraction of its parent's price
+    in force at the same hour, by compute slices (3g.40gb = 3/7) or by memory
+    (40 GB of the parent's 80 GB).
+    """
+
+    class MigBasis(models.TextChoices):
+        COMPUTE = "compute", "Compute slices (of 7)"
+        MEMORY = "memory", "Memory"
+
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="rates")
+    effective_from = models.DateTimeField(help_text="Hour-aligned, UTC.")
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="Empty for a MIG slice priced as a fraction of its parent.",
+    )
+    mig_parent = models.ForeignKey(
+        Flavor, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    mig_basis = models.CharField(max_length=8, choices=MigBasis.choices, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["flavor", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["flavor", "effective_from"], name="one_rate_per_start"),
+            models.CheckConstraint(
+                condition=Q(price_per_gpu_hour__isnull=False)
+                | (Q(mig_parent__isnull=False) & ~Q(mig_basis="")),
+                name="rate_priced_or_derived",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.flavor} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+def mig_fraction(flavor, parent, basis):
+    """The share of `parent` one `flavor` slice is, as a Decimal (None if not MIG)."""
+    match = MIG_PROFILE.search(flavor.resource_name)
+    if not match:
+        return None
+    if basis == Rate.MigBasis.MEMORY:
+        return Decimal(match.group(2)) / Decimal(parent.memory_gb or 1)
+    return Decimal(match.group(1)) / Decimal(7)
+
+
+class Budget(models.Model):
+    """A team's monthly spending goal, in `PORTAL_CURRENCY`."""
+
+    team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="budget")
+    monthly_amount = models.DecimalField(
+        max_digits=14, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))]
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"{self.team}: {self.monthly_amount}/month"
+
+
+class BudgetAlert(models.Model):
+    """An email sent when a team's month-to-date spend crossed a share of its budget.
+
+    The unique key is what makes it once per threshold per month.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_alerts")
+    month = models.DateField()
+    percent = models.PositiveSmallIntegerField()
+    spend = models.DecimalField(max_digits=14, decimal_places=2)
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "month", "percent"], name="one_alert")
+        ]
+
+    def __str__(self):
+        return f"{self.team} {self.month:%Y-%m} {self.percent} %"
+
+
+class IngestedHour(models.Model):
+    """One hour of the ledger: pending until Prometheus answered for it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Ingested"
+
+    hour = models.DateTimeField(primary_key=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    ingested_at = models.DateTimeField(null=True, blank=True)
+    # Digest of the rows last written: an unchanged re-ingestion writes nothing.
+    digest = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-hour"]
+
+    def __str__(self):
+        return f"{self.hour:%Y-%m-%d %H:00} {self.status}"
+
+
+class UsageFigures(models.Model):
+    """GPU-seconds of one hour, split the ways docs/billing.md defines."""
+
+    hour = models.DateTimeField()
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+    allocated_seconds = models.BigIntegerField(default=0)
+    active_seconds = models.BigIntegerField(default=0)
+    idle_seconds = models.BigIntegerField(default=0)
+    unmetered_seconds = models.BigIntegerField(default=0)
+    # Of allocated, on spot nodes: priced with PORTAL_BATCH_SPOT_FACTOR.
+    spot_seconds = models.BigIntegerField(default=0)
+    # Time of use: the mean of the factors of the row's GPU-seconds (spot
+    # factor on spot nodes, a batch window's off-peak factor inside it; 1 else).
+    price_factor = models.DecimalField(max_digits=9, decimal_places=6, default=Decimal(1))
+    # Price per GPU-hour for this hour: the rate card's (MIG derived) x price_factor.
+    price = models.DecimalField(max_digits=12, decimal_places=4)
+
+    class Meta:
+        abstract = True
+
+
+class TeamUsage(UsageFigures):
+    """Append-only ledger: one row per team, flavor and hour."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage")
+    reserved_seconds = models.BigIntegerField(default=0)
+    reserved_unallocated_seconds = models.BigIntegerField(default=0)
+    # Allocated time lost to a spot reclaim or an XID failure: credited.
+    lost_seconds = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "flavor", "hour"], name="one_team_usage")
+        ]
+        indexes = [models.Index(fields=["hour", "team"]), models.Index(fields=["team", "hour"])]
+
+    def __str__(self):
+        return f"{self.team} {self.flavor} {self.hour:%Y-%m-%d %H:00}"
+
+
+class WorkloadUsage(UsageFigures):
+    """Append-only ledger: one row per workload (Job or other pod owner) and hour."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="workload_usage")
+    namespace = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    gpus = models.PositiveIntegerField(default=0, help_text="Most devices held at once.")
+    activity_mean = models.FloatField(null=True)
+    # Metered device-steps per 1 % band of engine activity ({"12": 60}): p95 over any span.
+    activity_histogram = models.JSONField(default=dict)
+    fb_peak_mib = models.PositiveIntegerField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "kind", "name", "flavor", "hour"], name="one_workload_usage"
+            )
+        ]
+        indexes = [models.Index(fields=["team", "hour"])]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.kind}/{self.name} {self.hour:%Y-%m-%d %H:00}"
+
+
+class FlavorHour(models.Model):
+    """The platform's line for one flavor and hour: capacity and who holds it.
+
+    capacity = teams' allocated + teams' reserved-but-unallocated
+             + other namespaces' allocated + batch set-aside unused + unreserved.
+    `unreserved_seconds` is what is left, so the identity holds by
+    construction; it is negative when more was promised than exists.
+    """
+
+    hour = models.DateTimeField()
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+    capacity_seconds = models.BigIntegerField(default=0)
+    spot_capacity_seconds = models.BigIntegerField(default=0)
+    reserved_seconds = models.BigIntegerField(default=0)
+    team_allocated_seconds = models.BigIntegerField(default=0)
+    team_reserved_unallocated_seconds = models.BigIntegerField(default=0)
+    other_allocated_seconds = models.BigIntegerField(default=0)
+    batch_set_aside_unused_seconds = models.BigIntegerField(default=0)
+    unreserved_seconds = models.BigIntegerField(default=0)
+    active_seconds = models.BigIntegerField(default=0)
+    price_factor = models.DecimalField(max_digits=9, decimal_places=6, default=Decimal(1))
+    price = models.DecimalField(max_digits=12, decimal_places=4)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["flavor", "hour"], name="one_flavor_hour")]
+
+    def __str__(self):
+        return f"{self.flavor} {self.hour:%Y-%m-%d %H:00}"
+
+
+HOUR = Decimal(3600)
+MONEY = DecimalField(max_digits=20, decimal_places=6)
+
+
+def hours(field, prefix=""):
+    """GPU-hours of a seconds column, summed (an SQL expression). `prefix` reaches
+    the ledger through a relation (e.g. "usage__" from Team)."""
+    column = F(prefix + field) if isinstance(field, str) else field
+    return ExpressionWrapper(Coalesce(Sum(column), 0) / Value(HOUR), output_field=MONEY)
+
+
+def cost_of(field, prefix=""):
+    """Sum(seconds x price) / 3600 for one seconds column."""
+    return _cost(F(prefix + field), prefix)
+
+
+def cost_expression(mode=None, prefix=""):
+    """Cost of TeamUsage rows under the charging mode (an aggregate)."""
+    mode = mode or settings.PORTAL_BILLING_CHARGE
+    seconds = F(prefix + "allocated_seconds")
+    if mode != "allocation":
+        seconds = seconds + F(prefix + "reserved_unallocated_seconds")
+    return _cost(seconds, prefix)
+
+
+def _cost(seconds, prefix):
+    return ExpressionWrapper(
+        Coalesce(Sum(seconds * F(prefix + "price"), output_field=MONEY), Value(Decimal(0)))
+        / Value(HOUR),
+        output_field=MONEY,
+    )

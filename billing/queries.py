@@ -1,0 +1,123 @@
+"""Ledger aggregates, computed by the database (one query each)."""
+
+from datetime import UTC
+
+from django.conf import settings
+from django.db.models import ExpressionWrapper, F, FloatField, Max, Sum
+from django.db.models.functions import NullIf, TruncDay
+
+from billing.models import FlavorHour, TeamUsage, cost_expression, cost_of, hours
+
+OTHER_MODE = {"allocation": "reservation", "reservation": "allocation"}
+# The figures the pages, exports and API show for a team's rows, in that order.
+COLUMNS = (
+    "allocated_gpu_hours",
+    "active_gpu_hours",
+    "idle_gpu_hours",
+    "unmetered_gpu_hours",
+    "reserved_unallocated_gpu_hours",
+    "idle_cost",
+    "cost",
+    "other_cost",
+)
+
+
+def team_figures(mode=None, prefix=""):
+    """Annotations of TeamUsage rows: GPU-hours, cost in the charging mode,
+    and the cost in the other mode (shown beside it). `prefix` reaches the
+    rows through a relation ("usage__" from Team)."""
+    mode = mode or settings.PORTAL_BILLING_CHARGE
+    return {
+        "allocated_gpu_hours": hours("allocated_seconds", prefix),
+        "active_gpu_hours": hours("active_seconds", prefix),
+        "idle_gpu_hours": hours("idle_seconds", prefix),
+        "unmetered_gpu_hours": hours("unmetered_seconds", prefix),
+        "reserved_gpu_hours": hours("reserved_seconds", prefix),
+        "reserved_unallocated_gpu_hours": hours("reserved_unallocated_seconds", prefix),
+        "idle_cost": cost_of("idle_seconds", prefix),
+        "cost": cost_expression(mode, prefix),
+        "other_cost": cost_expression(OTHER_MODE[mode], prefix),
+    }
+
+
+def workload_figures():
+    return {
+        "allocated_gpu_hours": hours("allocated_seconds"),
+        "active_gpu_hours": hours("active_seconds"),
+        "idle_gpu_hours": hours("idle_seconds"),
+        "unmetered_gpu_hours": hours("unmetered_seconds"),
+        "idle_cost": cost_of("idle_seconds"),
+        "cost": cost_of("allocated_seconds"),
+        "gpus": Max("gpus"),
+        "fb_peak_mib": Max("fb_peak_mib"),
+        # Mean engine activity over the metered GPU-seconds.
+        "activity": ExpressionWrapper(
+            Sum(F("activity_mean") * (F("active_seconds") + F("idle_seconds")))
+            / NullIf(Sum(F("active_seconds") + F("idle_seconds")), 0),
+            output_field=FloatField(),
+        ),
+    }
+
+
+GROUPS = {
+    "team": ("team__slug", "team__name"),
+    "flavor": ("flavor__slug", "flavor__name"),
+    "day": ("day",),
+}
+
+
+def team_usage(rows, group_by, mode=None):
+    """TeamUsage `rows` grouped by team, flavor or day (a values queryset)."""
+    if group_by == "day":
+        rows = rows.annotate(day=TruncDay("hour", tzinfo=UTC))
+    return rows.values(*GROUPS[group_by]).annotate(**team_figures(mode)).order_by(*GROUPS[group_by])
+
+
+def workload_usage(rows, extra=()):
+    keys = (*extra, "namespace", "kind", "name", "flavor__slug", "flavor__name")
+    return rows.values(*keys).annotate(**workload_figures()).order_by("-idle_cost", *keys)
+
+
+def spend_by_team(start, end, mode=None):
+    """{team id: cost} over [start, end)."""
+    rows = (
+        TeamUsage.objects.filter(hour__gte=start, hour__lt=end)
+        .values("team_id")
+        .annotate(cost=cost_expression(mode))
+        .order_by()
+    )
+    return {row["team_id"]: row["cost"] for row in rows}
+
+
+def cluster_totals(start, end):
+    """The platform's account of every GPU-hour of capacity over [start, end)."""
+    return FlavorHour.objects.filter(hour__gte=start, hour__lt=end).aggregate(
+        capacity_gpu_hours=hours("capacity_seconds"),
+        team_allocated_gpu_hours=hours("team_allocated_seconds"),
+        team_reserved_unallocated_gpu_hours=hours("team_reserved_unallocated_seconds"),
+        other_allocated_gpu_hours=hours("other_allocated_seconds"),
+        batch_set_aside_unused_gpu_hours=hours("batch_set_aside_unused_seconds"),
+        unreserved_gpu_hours=hours("unreserved_seconds"),
+        active_gpu_hours=hours("active_seconds"),
+        capacity_cost=cost_of("capacity_seconds"),
+        team_allocated_cost=cost_of("team_allocated_seconds"),
+        team_reserved_unallocated_cost=cost_of("team_reserved_unallocated_seconds"),
+        other_allocated_cost=cost_of("other_allocated_seconds"),
+        batch_set_aside_unused_cost=cost_of("batch_set_aside_unused_seconds"),
+        unreserved_cost=cost_of("unreserved_seconds"),
+    )
+
+
+def flavor_utilisation(start, end):
+    """Per flavor and day: capacity, allocated and active GPU-hours."""
+    return (
+        FlavorHour.objects.filter(hour__gte=start, hour__lt=end)
+        .annotate(day=TruncDay("hour", tzinfo=UTC))
+        .values("flavor__slug", "flavor__name", "day")
+        .annotate(
+            capacity_gpu_hours=hours("capacity_seconds"),
+            allocated_gpu_hours=hours(F("team_allocated_seconds") + F("other_allocated_seconds")),
+            active_gpu_hours=hours("active_seconds"),
+        )
+        .order_by("flavor__name", "day")
+    )

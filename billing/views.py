@@ -1,0 +1,232 @@
+"""Showback pages. Views parse input, call reports (reads) or actions (writes)."""
+
+import csv
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from billing import actions, health, prometheus, queries, reports
+from billing.forms import BudgetForm
+from gpu_requests import actions as quota_actions
+
+
+def _team_for_user(user, slug):
+    """The team if `user` is in it or reviews quota, else 404."""
+    return get_object_or_404(quota_actions.teams_for(user).distinct(), slug=slug)
+
+
+def _month(request):
+    try:
+        return reports.Month.parse(request.GET.get("month"))
+    except ValueError as exc:
+        raise Http404(str(exc)) from None
+
+
+def _metering_status():
+    """What the pages say about where the figures come from."""
+    return {"configured": bool(settings.PORTAL_PROMETHEUS_URL)}
+
+
+def _csv(filename, header, rows):
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return response
+
+
+FIGURE_COLUMNS = queries.COLUMNS
+
+
+def _export(rows, keys, filename):
+    return _csv(filename, keys, ([row.get(key, "") for key in keys] for row in rows))
+
+
+@login_required
+def overview(request):
+    if quota_actions.can_review(request.user):
+        return redirect("billing_admin")
+    team = quota_actions.teams_for(request.user).first()
+    if team is None:
+        raise Http404("You are in no team.")
+    return redirect("billing_team", slug=team.slug)
+
+
+@login_required
+def team_page(request, slug):
+    team = _team_for_user(request.user, slug)
+    month = _month(request)
+    report = reports.team_report(team, month)
+    table = request.GET.get("export")
+    if table == "flavors":
+        return _export(
+            report["by_flavor"],
+            ["flavor__slug", *FIGURE_COLUMNS],
+            f"{slug}-{month.label}-flavors.csv",
+        )
+    if table == "days":
+        return _export(report["daily"], ["day", *FIGURE_COLUMNS], f"{slug}-{month.label}-days.csv")
+    if table == "workloads":
+        keys = [
+            "namespace",
+            "kind",
+            "name",
+            "flavor__slug",
+            "allocated_gpu_hours",
+            "active_gpu_hours",
+            "idle_gpu_hours",
+            "unmetered_gpu_hours",
+            "idle_cost",
+            "cost",
+        ]
+        return _export(report["top_idle"], keys, f"{slug}-{month.label}-workloads.csv")
+    can_set_budget = (
+        quota_actions.can_review(request.user)
+        or team.memberships.filter(user=request.user, role="manager").exists()
+    )
+    return render(
+        request,
+        "billing/team.html",
+        {
+            "team": team,
+            "report": report,
+            "month": month,
+            "currency": settings.PORTAL_CURRENCY,
+            "charge": settings.PORTAL_BILLING_CHARGE,
+            "threshold": settings.PORTAL_BILLING_IDLE_THRESHOLD * 100,
+            "metering": _metering_status(),
+            "budget_form": BudgetForm(
+                initial={"monthly_amount": getattr(report["budget"], "monthly_amount", None)}
+            ),
+            "can_set_budget": can_set_budget,
+        },
+    )
+
+
+@login_required
+@require_POST
+def team_budget(request, slug):
+    team = _team_for_user(request.user, slug)
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        try:
+            actions.set_budget(team, form.cleaned_data["monthly_amount"], by=request.user)
+        except quota_actions.NotAllowed as exc:
+            raise PermissionDenied(str(exc)) from None
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+        else:
+            messages.success(request, "Budget saved.")
+    else:
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+    return redirect("billing_team", slug=team.slug)
+
+
+@login_required
+def workload_page(request, slug, namespace, kind, name):
+    team = _team_for_user(request.user, slug)
+    card = reports.workload_card(team, namespace, kind, name)
+    if card is None:
+        raise Http404("No metered usage for this workload.")
+    recent, recent_error = reports.recent_chart(namespace, kind, name, timezone.now())
+    return render(
+        request,
+        "billing/workload.html",
+        {
+            "team": team,
+            "card": card,
+            "recent": recent,
+            "recent_error": recent_error,
+            "currency": settings.PORTAL_CURRENCY,
+        },
+    )
+
+
+@login_required
+def admin_page(request):
+    if not quota_actions.can_review(request.user):
+        raise PermissionDenied("Only platform admins see every team's spend.")
+    month = _month(request)
+    sort = request.GET.get("sort", "spend")
+    if sort not in reports.TEAM_SORTS:
+        sort = "spend"
+    descending = request.GET.get("dir", "desc") != "asc"
+    teams = reports.admin_teams(month, sort, descending)
+    totals = reports.queries.cluster_totals(month.start, month.end)
+    utilisation = reports.utilisation_charts(month)
+    table = request.GET.get("export")
+    if table == "teams":
+        keys = ["slug", *FIGURE_COLUMNS, "budget"]
+        return _export(teams, keys, f"teams-{month.label}.csv")
+    if table == "totals":
+        return _csv(f"cluster-{month.label}.csv", ["line", "value"], sorted(totals.items()))
+    if table == "flavors":
+        rows = [row for flavor in utilisation for row in flavor["rows"]]
+        keys = [
+            "flavor__slug",
+            "day",
+            "capacity_gpu_hours",
+            "allocated_gpu_hours",
+            "active_gpu_hours",
+        ]
+        return _export(rows, keys, f"flavors-{month.label}.csv")
+    pending, pending_count = reports.pending_hours()
+    if table == "pending":
+        rows = [(h.hour.isoformat(), h.attempts, h.last_error) for h in pending]
+        return _csv("pending-hours.csv", ["hour", "attempts", "last_error"], rows)
+    for row in teams:
+        row["budget_state"] = reports.budget_state(row["cost"], row["budget"])
+    return render(
+        request,
+        "billing/admin.html",
+        {
+            "month": month,
+            "teams": teams,
+            "sort": sort,
+            "descending": descending,
+            "totals": totals,
+            "utilisation": utilisation,
+            "pending": pending,
+            "pending_count": pending_count,
+            "metering": _metering_status(),
+            "charge": settings.PORTAL_BILLING_CHARGE,
+            "currency": settings.PORTAL_CURRENCY,
+            "columns": [
+                ("team", "Team"),
+                ("spend", "Spend"),
+                ("active", "Active GPU-h"),
+                ("idle", "Idle GPU-h"),
+                ("idle_cost", "Idle cost"),
+                ("reserved_unallocated", "Reserved, unallocated GPU-h"),
+                ("budget", "Budget"),
+            ],
+        },
+    )
+
+
+@login_required
+def health_page(request):
+    reviewer = quota_actions.can_review(request.user)
+    error = None
+    events = []
+    try:
+        events = health.xid_events(at=timezone.now())
+    except prometheus.PrometheusError as exc:
+        error = str(exc)
+    if not reviewer:
+        mine = set(actions.teams_by_namespace(quota_actions.teams_for(request.user)))
+        for event in events:
+            if event["namespace"] not in mine:
+                event["namespace"] = event["pod"] = ""
+    return render(
+        request,
+        "billing/health.html",
+        {"events": events, "error": error, "metering": _metering_status()},
+    )

@@ -1,0 +1,27 @@
+"""What `make demo` does for billing, with and without Prometheus on the PATH."""
+
+import shutil
+
+import pytest
+
+from billing import demo
+
+
+def test_without_prometheus_the_demo_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing installed there
+    env, commands, lines = demo.plan(tmp_path, 8001, 9090)
+    assert env == {"PORTAL_PROMETHEUS_URL": ""} and commands == {}
+    assert "apt-get install prometheus" in "\n".join(lines)
+
+
+def test_with_prometheus_the_demo_scrapes_kubesim_as_an_operator_would(tmp_path):
+    if shutil.which("prometheus") is None:
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    (tmp_path / "prometheus").mkdir()  # history already loaded: not generated again
+    env, commands, lines = demo.plan(tmp_path, 8001, 9090)
+    assert env["PORTAL_PROMETHEUS_URL"] == "http://127.0.0.1:9090"
+    assert env["PORTAL_BILLING_LABEL_POD"] == "exported_pod"
+    config = (tmp_path / "prometheus.yml").read_text()
+    assert "file_sd_configs" in config and "/metrics/kube-state-metrics" in config
+    assert commands["prometheus"][0].endswith("prometheus")
+    assert "scraping kubesim" in lines[0]

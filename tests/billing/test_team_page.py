@@ -1,0 +1,112 @@
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.core import mail
+
+from billing import actions
+from tests.billing.ledger import meter, workload
+
+NOW = datetime(2026, 11, 10, 12, 30, tzinfo=UTC)
+HOUR = datetime(2026, 11, 10, 9, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _clock():
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+@pytest.fixture
+def usage(vision, h100):
+    # 8 GPU-hours held, 2 active, 6 idle at 4.00: 32.00 spent, 24.00 idle.
+    meter(
+        HOUR,
+        teams={(vision, h100): (8 * 3600, 2 * 3600, 6 * 3600, 0)},
+        workloads={
+            (vision, "vision", "Job", "notebook", h100): workload(
+                8 * 3600, 2 * 3600, 6 * 3600, gpus=8, mean=0.02, fb_peak=9 * 1024
+            )
+        },
+    )
+
+
+def test_it_shows_spend_idle_and_top_idle_workloads(client, alice, usage):
+    client.force_login(alice)
+    response = client.get("/billing/teams/vision/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "32.00 USD" in page
+    assert "24.00 USD idle" in page and "at 2 % activity" in page
+    assert "Job notebook" in page
+    assert 'id="daily-chart"' in page and "Idle 6 GPU-hours" in page
+
+
+def test_it_is_404_for_other_teams(client, bob, usage):
+    client.force_login(bob)
+    assert client.get("/billing/teams/vision/").status_code == 404
+
+
+def test_a_bad_month_is_a_readable_404(client, alice):
+    client.force_login(alice)
+    response = client.get("/billing/teams/vision/?month=2026-13")
+    assert response.status_code == 404
+
+
+def test_it_says_when_metering_is_off(client, alice, settings):
+    settings.PORTAL_PROMETHEUS_URL = ""
+    client.force_login(alice)
+    page = client.get("/billing/teams/vision/").content.decode()
+    assert "Metering is off" in page and "apt-get install prometheus" in page
+
+
+def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert_num_queries):
+    client.force_login(alice)
+    with django_assert_num_queries(12):
+        client.get("/billing/teams/vision/")
+    for day in range(1, 9):  # more days and workloads: the same queries
+        meter(
+            HOUR - timedelta(days=day),
+            teams={(vision, h100): (3600, 0, 3600, 0)},
+            workloads={(vision, "vision", "Job", f"j{day}", h100): workload(3600, 0, 3600)},
+        )
+    with django_assert_num_queries(12):
+        client.get("/billing/teams/vision/")
+
+
+def test_budget_emails_go_once_per_threshold_and_month(
+    carol, alice, vision, h100, usage, django_capture_on_commit_callbacks
+):
+    actions.set_budget(vision, Decimal("60"), by=carol)  # 32 of 60: past 50 %
+    with django_capture_on_commit_callbacks(execute=True):
+        meter(HOUR + timedelta(hours=1), teams={(vision, h100): (3600, 3600, 0, 0)})
+    assert [m.subject for m in mail.outbox] == [
+        "[GPU portal] Vision has spent 50 % of its GPU budget"
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        meter(HOUR + timedelta(hours=2), teams={(vision, h100): (3600, 3600, 0, 0)})
+    assert len(mail.outbox) == 1  # 40 of 60: still only 50 %
+    # 56 of 60, then 60: 80 % and 100 % each once.
+    for hour, gpus in ((3, 4), (4, 1), (5, 1)):
+        with django_capture_on_commit_callbacks(execute=True):
+            meter(HOUR + timedelta(hours=hour), teams={(vision, h100): (gpus * 3600, 0, 0, 0)})
+    assert [m.subject.split()[-6] for m in mail.outbox] == ["50", "80", "100"]
+
+
+def test_members_cannot_set_budgets(client, alice, vision):
+    client.force_login(alice)
+    response = client.post("/billing/teams/vision/budget/", {"monthly_amount": "100"})
+    assert response.status_code == 403
+
+
+def test_a_manager_sets_a_budget_and_bad_amounts_are_refused(client, carol, vision):
+    client.force_login(carol)
+    response = client.post("/billing/teams/vision/budget/", {"monthly_amount": "-5"}, follow=True)
+    assert "greater than or equal to 0.01" in response.content.decode()
+    response = client.post(
+        "/billing/teams/vision/budget/", {"monthly_amount": "1e400"}, follow=True
+    )
+    assert response.status_code == 200
+    response = client.post("/billing/teams/vision/budget/", {"monthly_amount": "500"}, follow=True)
+    assert "500.00 USD a month" in response.content.decode()

@@ -120,6 +120,11 @@ def env_database(name, default):
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
+# `make demo` makes a random key of its own in VAR_DIR; commands run beside the
+# demo (`manage.py api_token alice`) use it too. Nowhere else is there one.
+_DEMO_KEY = VAR_DIR / "demo-secret-key"
+if not SECRET_KEY and _DEMO_KEY.is_file():
+    SECRET_KEY = _DEMO_KEY.read_text().strip()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(

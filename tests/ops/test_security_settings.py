@@ -32,10 +32,23 @@ def run(args, **env):
     )
 
 
-def test_a_missing_secret_key_stops_start_up_with_a_message():
-    result = run(["-c", "import django; django.setup()"], DJANGO_DEBUG="false")
+def test_a_missing_secret_key_stops_start_up_with_a_message(tmp_path):
+    result = run(
+        ["-c", "import django; django.setup()"], DJANGO_DEBUG="false", PORTAL_VAR_DIR=str(tmp_path)
+    )
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false" in result.stderr
+
+
+def test_commands_beside_the_demo_use_its_key(tmp_path):
+    (tmp_path / "demo-secret-key").write_text("made-by-make-demo-" + "x" * 40 + "\n")
+    result = run(
+        ["-c", "from django.conf import settings; print(settings.SECRET_KEY)"],
+        DJANGO_DEBUG="false",
+        PORTAL_VAR_DIR=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "made-by-make-demo-" + "x" * 40
 
 
 def test_debug_runs_without_a_secret_key():

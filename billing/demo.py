@@ -19,6 +19,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+# The cluster `make demo`'s kubesim runs (its default).
+DEMO_CLUSTER = Path(__file__).resolve().parents[1] / "kubesim" / "clusters" / "demo.yaml"
 SCRAPE_INTERVAL = "15s"
 HISTORY_DAYS = 30
 HISTORY_STEP = 1800  # seconds: a month of the demo cluster loads in minutes, not an hour
@@ -79,17 +81,18 @@ def _history_supported(python):
     return probe.returncode == 0 and b"openmetrics" in probe.stdout.lower()
 
 
-def load_history(python, var_dir, data, now=None):
-    """Generate HISTORY_DAYS of demo history and turn it into blocks under `data`."""
+def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS):
+    """Generate `days` of demo history and turn it into blocks under `data`."""
     now = now or datetime.now(UTC)
     end = now.replace(minute=0, second=0, microsecond=0)
-    start = (end - timedelta(days=HISTORY_DAYS)).replace(hour=0)
+    start = (end - timedelta(days=days)).replace(hour=0)
     workload = Path(var_dir) / "history-workload.json"
-    workload.write_text(json.dumps(demo_workload(HISTORY_DAYS + 1)))
+    workload.write_text(json.dumps(demo_workload(days + 1)))
     out = Path(var_dir) / "history.om"
     began = time.monotonic()
     subprocess.run(
-        [python, "-m", "kubesim", "history", "--workload", str(workload),
+        [python, "-m", "kubesim", "history", "--cluster", str(DEMO_CLUSTER),
+         "--workload", str(workload),
          "--from", start.isoformat().replace("+00:00", "Z"),
          "--to", end.isoformat().replace("+00:00", "Z"), "--out", str(out),
          "--step", f"{HISTORY_STEP}s", "--metrics", HISTORY_METRICS],

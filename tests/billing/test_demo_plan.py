@@ -1,6 +1,7 @@
 """What `make demo` does for billing, with and without Prometheus on the PATH."""
 
 import shutil
+import sys
 
 import pytest
 
@@ -25,3 +26,14 @@ def test_with_prometheus_the_demo_scrapes_kubesim_as_an_operator_would(tmp_path)
     assert "file_sd_configs" in config and "/metrics/kube-state-metrics" in config
     assert commands["prometheus"][0].endswith("prometheus")
     assert "scraping kubesim" in lines[0]
+
+
+def test_the_demo_history_loads_into_prometheus_blocks(tmp_path):
+    """The first `make demo` with Prometheus generates history and loads it with promtool."""
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    data = tmp_path / "prometheus"
+    demo.load_history(sys.executable, tmp_path, data, days=1)
+    blocks = [path for path in data.iterdir() if (path / "meta.json").is_file()]
+    assert blocks, f"no TSDB block under {data}: {list(data.iterdir())}"
+    assert not (tmp_path / "history.om").exists()  # the OpenMetrics file is removed once loaded

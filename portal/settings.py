@@ -340,16 +340,18 @@ PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 # Each message is written in one transaction and taken in another (BEGIN
 # IMMEDIATE), so concurrent producers and consumers never see half a message.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{VAR_DIR / 'broker.sqlite3'}")
+SQLITE_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
+REDIS_BROKER_TRANSPORT_OPTIONS = {"max_retries": 0, "socket_connect_timeout": 2}
 if CELERY_BROKER_URL.startswith("sqlite:///"):
     CELERY_BROKER_TRANSPORT = "portal.broker:Transport"  # portal/broker.py
     # Passed to SQLAlchemy's create_engine: wait up to 30 s for another
     # process's write lock instead of failing at once.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
+    CELERY_BROKER_TRANSPORT_OPTIONS = SQLITE_BROKER_TRANSPORT_OPTIONS
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Publishing fails fast when Redis is down instead of blocking the web
     # request for seconds: the decision is already in the database, and the
     # sweep queues whatever could not be sent.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 0, "socket_connect_timeout": 2}
+    CELERY_BROKER_TRANSPORT_OPTIONS = REDIS_BROKER_TRANSPORT_OPTIONS
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from django.conf import settings
 from django.db import connection
 
 from cluster import kube
@@ -203,6 +204,16 @@ def _use_broker(app, url):
     # The demo's SQLite broker names its transport; any other URL names its own.
     sqlite = url is not None and url.startswith("sqlite:///")
     app.conf.broker_transport = "portal.broker:Transport" if sqlite else None
+    # And its options: without Redis's (no connection retries) a publish to a
+    # Redis that is down would block forever instead of failing fast.
+    redis_url = url is not None and url.startswith(("redis://", "rediss://"))
+    app.conf.broker_transport_options = (
+        settings.SQLITE_BROKER_TRANSPORT_OPTIONS
+        if sqlite
+        else settings.REDIS_BROKER_TRANSPORT_OPTIONS
+        if redis_url
+        else {}
+    )
 
 
 @pytest.fixture

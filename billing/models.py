@@ -12,7 +12,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
-from django.db.models import DecimalField, ExpressionWrapper, F, Q, Sum, Value
+from django.db.models import DecimalField, F, Func, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
 from gpu_requests.models import Flavor, Team
@@ -230,15 +230,23 @@ class FlavorHour(models.Model):
         return f"{self.flavor} {self.hour:%Y-%m-%d %H:00}"
 
 
-HOUR = Decimal(3600)
 MONEY = DecimalField(max_digits=20, decimal_places=6)
+
+
+class PerHour(Func):
+    """An SQL sum of GPU-seconds (or seconds x price) divided by 3600. The literal
+    has a decimal point: SQLite divides integer by integer (1800 / 3600 = 0) and
+    casts a bound 3600.0 back to an integer; PostgreSQL keeps the numeric exact."""
+
+    template = "(%(expressions)s / 3600.0)"
+    output_field = MONEY
 
 
 def hours(field, prefix=""):
     """GPU-hours of a seconds column, summed (an SQL expression). `prefix` reaches
     the ledger through a relation (e.g. "usage__" from Team)."""
     column = F(prefix + field) if isinstance(field, str) else field
-    return ExpressionWrapper(Coalesce(Sum(column), 0) / Value(HOUR), output_field=MONEY)
+    return PerHour(Coalesce(Sum(column), 0))
 
 
 def cost_of(field, prefix=""):
@@ -256,8 +264,6 @@ def cost_expression(mode=None, prefix=""):
 
 
 def _cost(seconds, prefix):
-    return ExpressionWrapper(
+    return PerHour(
         Coalesce(Sum(seconds * F(prefix + "price"), output_field=MONEY), Value(Decimal(0)))
-        / Value(HOUR),
-        output_field=MONEY,
     )

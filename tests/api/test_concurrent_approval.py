@@ -5,7 +5,6 @@ race. Each thread has its own database connection (Django's are
 per-thread), and a barrier starts them together.
 """
 
-import os
 import threading
 from datetime import timedelta
 
@@ -33,15 +32,6 @@ GPUS_EACH = 2
 CAPACITY = 4
 
 
-@pytest.fixture
-def postgres(transactional_db):
-    if connection.vendor != "postgresql":
-        message = f"needs PostgreSQL (DATABASE_URL=postgres://...), not {connection.vendor}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-
-
 def run_together(work, count):
     """Call work(i) for i in range(count), from `count` threads at once."""
     barrier = threading.Barrier(count)
@@ -66,7 +56,7 @@ def run_together(work, count):
 
 
 @pytest.fixture
-def contested(postgres):
+def contested(transactional_db):
     """Six pending requests of 2 GPUs each on a 4-GPU flavor, all overlapping.
 
     They start an hour apart and last a day, so they all meet from the sixth's

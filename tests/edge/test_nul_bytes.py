@@ -8,8 +8,6 @@ from rest_framework.authtoken.models import Token
 
 from tests.api.conftest import client_for
 
-pytestmark = pytest.mark.postgres
-
 
 def assert_api_400(response):
     assert response.status_code == 400, response.content

@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-def start_kubesim(workdir, name):
+def start_kubesim(workdir, name, *options):
     kubeconfig = Path(workdir) / f"{name}.kubeconfig"
     process = subprocess.Popen(
-        [sys.executable, "-m", "kubesim", "--port", "0", "--kubeconfig", str(kubeconfig)],
+        [sys.executable, "-m", "kubesim", *options, "--port", "0", "--kubeconfig", str(kubeconfig)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -52,6 +52,29 @@ def sim_requests(url, clear=False):
     with urllib.request.urlopen(request, timeout=30) as response:
         items = json.loads(response.read())["items"]
     return [r for r in items if not r["path"].startswith("/_sim/")]
+
+
+def setup_django(workdir):
+    """Redis database 14 (flushed) as the broker, DATABASE_URL or a fresh SQLite
+    file, migrated; then django.setup() in this process."""
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    netloc = urlsplit(broker).netloc if broker.startswith("redis://") else "127.0.0.1:6379"
+    os.environ["CELERY_BROKER_URL"] = broker = f"redis://{netloc}/14"
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{workdir}/portal.sqlite3")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
+
+    import redis
+
+    redis.Redis.from_url(broker).flushdb()
+    say("migrating")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, env=os.environ
+    )
+
+    import django
+
+    django.setup()
 
 
 def say(text):
@@ -73,25 +96,10 @@ def main():
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="bench-provision-")
 
-    broker = os.environ.get("CELERY_BROKER_URL", "")
-    netloc = urlsplit(broker).netloc if broker.startswith("redis://") else "127.0.0.1:6379"
-    os.environ["CELERY_BROKER_URL"] = broker = f"redis://{netloc}/14"
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{workdir}/portal.sqlite3")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
+    setup_django(workdir)
+    from django.db import connection
+
     os.environ["PORTAL_KUBE_RETRIES"] = "2"
-
-    import redis
-
-    redis.Redis.from_url(broker).flushdb()
-    say("migrating")
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, env=os.environ
-    )
-
-    import django
-
-    django.setup()
     from decimal import Decimal
 
     from django.utils import timezone
@@ -211,7 +219,7 @@ def main():
     figures = {
         "teams": n,
         "workers": args.workers,
-        "database": django.db.connection.vendor,
+        "database": connection.vendor,
         "bare_loop_seconds": round(bare_seconds, 2),
         "bare_loop_calls_per_team": round(bare_calls / n, 2),
         "cold_seconds": round(cold_seconds, 2),

@@ -30,30 +30,12 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from provision_500 import say, sim_requests, wait_until  # noqa: E402
-
-
-def start_bare_kubesim(workdir, name):
-    kubeconfig = Path(workdir) / f"{name}.kubeconfig"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kubesim", "--bare", "--port", "0", "--kubeconfig", str(kubeconfig)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    url = None
-    for line in process.stdout:
-        if line.startswith("kubesim listening on "):
-            url = line.split()[-1]
-        if line.startswith("kubeconfig written"):
-            break
-    return process, url, str(kubeconfig)
+from provision_500 import say, setup_django, sim_requests, start_kubesim, wait_until  # noqa: E402
 
 
 def main():
@@ -64,26 +46,11 @@ def main():
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="bench-release-")
 
-    broker = os.environ.get("CELERY_BROKER_URL", "")
-    netloc = urlsplit(broker).netloc if broker.startswith("redis://") else "127.0.0.1:6379"
-    os.environ["CELERY_BROKER_URL"] = broker = f"redis://{netloc}/14"
-    os.environ.setdefault("DATABASE_URL", f"sqlite:///{workdir}/portal.sqlite3")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "portal.settings"
-
-    import redis
-
-    redis.Redis.from_url(broker).flushdb()
-    say("migrating")
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, check=True, env=os.environ
-    )
-
-    import django
-
-    django.setup()
+    setup_django(workdir)
     from decimal import Decimal
 
     from django.contrib.auth import get_user_model
+    from django.db import connection
     from django.utils import timezone
 
     from batch import cluster as batch_cluster
@@ -145,9 +112,9 @@ def main():
         job.status, job.deadline_seconds = BatchJob.Status.PLANNED, None
 
     def db_transactions():
-        if django.db.connection.vendor != "postgresql":
+        if connection.vendor != "postgresql":
             return 0
-        with django.db.connection.cursor() as cursor:
+        with connection.cursor() as cursor:
             cursor.execute("SELECT pg_stat_clear_snapshot()")
             cursor.execute(
                 "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
@@ -163,7 +130,7 @@ def main():
         return client
 
     say(f"{len(jobs)} planned jobs of {len(teams)} teams; bare loop")
-    sim, url, kubeconfig = start_bare_kubesim(workdir, "bare")
+    sim, url, kubeconfig = start_kubesim(workdir, "bare", "--bare")
     try:
         client = prepare(kubeconfig)
         sim_requests(url, clear=True)
@@ -176,7 +143,7 @@ def main():
         sim.wait()
 
     say(f"bare loop: {bare_seconds:.2f}s; portal")
-    sim, url, kubeconfig = start_bare_kubesim(workdir, "portal")
+    sim, url, kubeconfig = start_kubesim(workdir, "portal", "--bare")
     workers = []
     try:
         client = prepare(kubeconfig)
@@ -231,7 +198,7 @@ def main():
         "jobs": len(jobs),
         "teams": len(teams),
         "workers": args.workers,
-        "database": django.db.connection.vendor,
+        "database": connection.vendor,
         "bare_loop_seconds": round(bare_seconds, 2),
         "portal_seconds": round(portal_seconds, 2),
         "release_transaction_seconds": round(release_seconds, 2),

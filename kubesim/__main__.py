@@ -32,6 +32,12 @@ def main(argv=None) -> int:
         "--bare", action="store_true", help="API server only: no nodes, controllers or quota"
     )
     parser.add_argument(
+        "--token-auth-file",
+        metavar="PATH",
+        help='authenticate bearer tokens from this CSV (token,user,uid,"group1,group2") and '
+        "authorize requests by RBAC; the --kubeconfig written is a cluster admin's",
+    )
+    parser.add_argument(
         "--dcgm-file-sd",
         metavar="PATH",
         help="keep a Prometheus file_sd JSON of the per-node DCGM targets at PATH",
@@ -55,6 +61,11 @@ def main(argv=None) -> int:
     sim = KubeSim.from_cluster_file(
         args.cluster, speed=args.speed, state=args.state, control_plane=not args.bare
     )
+    if args.token_auth_file:
+        try:
+            sim.enable_auth(args.token_auth_file)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--token-auth-file: {exc}")
     # SIGTERM exits through the same path as Ctrl-C so the state gets saved.
     signal.signal(signal.SIGTERM, _interrupt)
     sim.start(args.port, args.host)

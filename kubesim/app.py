@@ -4,8 +4,10 @@ import collections
 import importlib
 import json
 import os
+import secrets
 import threading
 
+from .auth import Auth
 from .clock import Clock
 from .faults import Faults
 from .kubeconfig import write_kubeconfig
@@ -32,6 +34,9 @@ class KubeSim:
         # apiserver sends one about every minute); tests shorten it.
         self.bookmark_interval = 60.0
         self.kubeconfig_path: str | None = None
+        # None: every request is served as it comes (like `kubectl proxy`);
+        # enable_auth() turns on bearer tokens and RBAC.
+        self.auth: Auth | None = None
         self._server: KubeSimServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -43,13 +48,19 @@ class KubeSim:
         speed: float = 1.0,
         state: str | None = None,
         control_plane: bool = True,
+        auth: bool = False,
+        token_auth_file: str | None = None,
     ):
         """A simulator with the cluster described in `path` (default: the demo cluster)
         installed by kubesim.control, and the saved state loaded when given.
 
         control_plane=False gives a bare API server (no nodes, controllers or quota
-        admission): what the API tests use so nothing writes behind their back."""
+        admission): what the API tests use so nothing writes behind their back.
+        auth=True (implied by a token_auth_file) authenticates and authorizes every
+        API request (see kubesim/auth.py)."""
         sim = cls(speed=speed)
+        if auth or token_auth_file:
+            sim.enable_auth(token_auth_file)
         if state and os.path.exists(state):
             with open(state) as handle:
                 sim.store.load(json.load(handle))
@@ -57,6 +68,16 @@ class KubeSim:
         if control is not None:
             control.install(sim, path or DEFAULT_CLUSTER)
         return sim
+
+    def enable_auth(self, token_auth_file: str | None = None) -> Auth:
+        """Bearer tokens (from the file, and any added later) and RBAC from here on.
+        `admin_token` is a cluster admin's (group system:masters, like kubeadm's
+        admin.conf): the kubeconfigs kubesim writes use it unless given another."""
+        self.auth = Auth(self.store, token_auth_file)
+        self.admin_token = self.auth.add_token(
+            secrets.token_urlsafe(24), "kubesim-admin", groups=["system:masters"]
+        )
+        return self.auth
 
     @property
     def port(self) -> int:
@@ -99,8 +120,13 @@ class KubeSim:
             self._server.server_close()
             self._server = None
 
-    def write_kubeconfig(self, path: str) -> str:
-        self.kubeconfig_path = write_kubeconfig(path, self.url)
+    def write_kubeconfig(self, path: str, *, token: str | None = None) -> str:
+        """A kubeconfig for this simulator (with a bearer token, when given); the
+        first one written is `kubeconfig_path`."""
+        if token is None and self.auth is not None:
+            token = self.admin_token
+        written = write_kubeconfig(path, self.url, token=token)
+        self.kubeconfig_path = self.kubeconfig_path or written
         return path
 
     def save_state(self, path: str) -> None:

@@ -5,12 +5,14 @@ import os
 import yaml
 
 
-def kubeconfig(url: str, *, context: str = "kubesim", namespace: str = "default") -> dict:
+def kubeconfig(
+    url: str, *, context: str = "kubesim", namespace: str = "default", token: str | None = None
+) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {"server": url}}],
-        "users": [{"name": context, "user": {}}],
+        "users": [{"name": context, "user": {"token": token} if token else {}}],
         "contexts": [
             {
                 "name": context,

@@ -64,9 +64,8 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType("jobs", "Job", "batch", "v1", True, (), ("status",), categories=("all",)),
         ResourceType("roles", "Role", RBAC, "v1", True),
         ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),
-        ResourceType(
-            "clusterroles", "ClusterRole", RBAC, "v1", False, read_only=True, verbs=READ_VERBS
-        ),
+        ResourceType("clusterroles", "ClusterRole", RBAC, "v1", False),
+        ResourceType("clusterrolebindings", "ClusterRoleBinding", RBAC, "v1", False),
         ResourceType(
             "networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1", True, ("netpol",)
         ),
@@ -332,8 +331,22 @@ def normalize_quantities(resource: str, obj: dict) -> None:
                 _stringify(item.get(key) if isinstance(item, dict) else None)
 
 
+def _cluster_object(kind: str, name: str, body: dict) -> dict:
+    return {
+        "apiVersion": f"{RBAC}/v1",
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        },
+        **body,
+    }
+
+
 def builtin_cluster_roles() -> list[dict]:
-    """The user-facing roles every cluster has (rules shortened to what kubesim serves)."""
+    """The roles every cluster has: the user-facing ones (rules shortened to what
+    kubesim serves) and the bootstrap roles that authorization relies on."""
     write = ["create", "delete", "deletecollection", "patch", "update"]
     core = ["pods", "pods/log", "pods/status", "events", "resourcequotas", "limitranges"]
     view_rules = [
@@ -355,18 +368,46 @@ def builtin_cluster_roles() -> list[dict]:
         {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": VERBS},
         *edit_rules,
     ]
-    roles = []
-    for name, rules in (("admin", admin_rules), ("edit", edit_rules), ("view", view_rules)):
-        roles.append(
+    public_urls = ["/healthz", "/livez", "/readyz", "/version", "/version/"]
+    discovery_urls = ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*"]
+    bootstrap = {
+        "cluster-admin": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ],
+        "system:discovery": [
+            {"nonResourceURLs": sorted(discovery_urls + public_urls), "verbs": ["get"]}
+        ],
+        "system:public-info-viewer": [{"nonResourceURLs": public_urls, "verbs": ["get"]}],
+        "system:basic-user": [
             {
-                "apiVersion": f"{RBAC}/v1",
-                "kind": "ClusterRole",
-                "metadata": {
-                    "name": name,
-                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                    "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
-                },
-                "rules": rules,
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                "verbs": ["create"],
             }
+        ],
+    }
+    roles = {"admin": admin_rules, "edit": edit_rules, "view": view_rules, **bootstrap}
+    return [_cluster_object("ClusterRole", name, {"rules": r}) for name, r in roles.items()]
+
+
+def builtin_cluster_role_bindings() -> list[dict]:
+    """The bootstrap bindings: system:masters are cluster admins; every
+    authenticated user may discover the API and ask what it may do."""
+    groups = {
+        "cluster-admin": ["system:masters"],
+        "system:discovery": ["system:authenticated"],
+        "system:public-info-viewer": ["system:authenticated", "system:unauthenticated"],
+        "system:basic-user": ["system:authenticated"],
+    }
+    return [
+        _cluster_object(
+            "ClusterRoleBinding",
+            name,
+            {
+                "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
+                "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": g} for g in names],
+            },
         )
-    return roles
+        for name, names in groups.items()
+    ]

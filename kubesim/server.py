@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from . import protobuf
+from .auth import current_user
 from .errors import (
     ApiError,
     BadRequest,
@@ -142,7 +143,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._entry["verb"] = "get"
                 self._metrics(path)
             else:
-                self._api(method, path, query)
+                self._authenticated_api(method, path, query)
         except DroppedConnection:
             self._entry["status"] = 0
             self.close_connection = True
@@ -260,6 +261,21 @@ class Handler(BaseHTTPRequestHandler):
             raise NotFound(message=f"no such admin endpoint: {method} {path}")
 
     # --- Kubernetes API ---
+
+    def _authenticated_api(self, method: str, path: str, query: dict) -> None:
+        """Who asks (401) and whether they may (403), when kubesim has auth on."""
+        auth = self.sim.auth
+        self._user = self._attributes = None
+        if auth is None:
+            return self._api(method, path, query)
+        self._user = auth.authenticate(self.headers.get("Authorization"))
+        self._entry["user"] = self._user.name
+        self._attributes = auth.authorize(self._user, method, path, query)
+        token = current_user.set(self._user)
+        try:
+            self._api(method, path, query)
+        finally:
+            current_user.reset(token)
 
     def _api(self, method: str, path: str, query: dict) -> None:
         if path in ("/healthz", "/readyz", "/livez"):
@@ -552,6 +568,8 @@ class Handler(BaseHTTPRequestHandler):
                     "PATCH, application/apply-patch+yaml requires fieldManager to be set"
                 )
             existed = _exists(store, rtype, namespace, name)
+            if not existed and self._attributes is not None:
+                self.sim.auth.authorize_create(self._user, self._attributes)
             result = store.apply(
                 rtype.plural,
                 namespace,

@@ -19,6 +19,7 @@ from .resources import (
     RESOURCES,
     ResourceType,
     apply_defaults,
+    builtin_cluster_role_bindings,
     builtin_cluster_roles,
     prepare_for_create,
 )
@@ -478,9 +479,13 @@ class Store:
     def _seed(self) -> None:
         for name in SEED_NAMESPACES:
             self.create("namespaces", None, {"metadata": {"name": name}})
-        for role in builtin_cluster_roles():
-            rtype = RESOURCES["clusterroles"]
-            self._write(rtype, None, self._prepare_new(rtype, None, role), owners={})
+        for resource, objs in (
+            ("clusterroles", builtin_cluster_roles()),
+            ("clusterrolebindings", builtin_cluster_role_bindings()),
+        ):
+            rtype = RESOURCES[resource]
+            for obj in objs:
+                self._write(rtype, None, self._prepare_new(rtype, None, obj), owners={})
 
     def _prepare_new(self, rtype: ResourceType, namespace, obj: dict) -> dict:
         new = copy_json(obj)

@@ -298,6 +298,7 @@ COLUMNS = {
     ),
     "networkpolicies": ([NAME, ("Pod-Selector", "string", ""), AGE], [], _netpol_cells),
 }
+COLUMNS["clusterrolebindings"] = COLUMNS["rolebindings"]
 CREATED_AT = ([NAME, ("Created At", "date", "")], [], _created_cells)
 
 

@@ -318,13 +318,14 @@ def _role_binding_errors(obj: dict) -> list[FieldError]:
                 'supported values: "rbac.authorization.k8s.io"',
             )
         )
-    if ref.get("kind") not in ("Role", "ClusterRole"):
+    kinds = ("ClusterRole",) if obj.get("kind") == "ClusterRoleBinding" else ("Role", "ClusterRole")
+    if ref.get("kind") not in kinds:
         errors.append(
             FieldError(
                 "NotSupported",
                 "roleRef.kind",
                 ref.get("kind", ""),
-                'supported values: "Role", "ClusterRole"',
+                "supported values: " + ", ".join(f'"{k}"' for k in kinds),
             )
         )
     if not ref.get("name"):
@@ -380,6 +381,7 @@ RULES = {
     "roles": _role_errors,
     "clusterroles": _role_errors,
     "rolebindings": _role_binding_errors,
+    "clusterrolebindings": _role_binding_errors,
     "resourcequotas": _quota_errors,
     "limitranges": _limit_range_errors,
     "events": _event_errors,
@@ -413,7 +415,9 @@ def _immutable_errors(rtype: ResourceType, new: dict, old: dict) -> list[FieldEr
             errors.append(
                 FieldError("Invalid", "spec.template", new_template, "field is immutable")
             )
-    elif rtype.plural == "rolebindings" and new.get("roleRef") != old.get("roleRef"):
+    elif rtype.plural in ("rolebindings", "clusterrolebindings") and new.get("roleRef") != old.get(
+        "roleRef"
+    ):
         errors.append(FieldError("Invalid", "roleRef", new.get("roleRef"), "cannot change roleRef"))
     elif rtype.plural == "pods":
         old_gates = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or []}

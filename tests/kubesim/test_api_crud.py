@@ -16,11 +16,31 @@ def test_it_seeds_namespaces_and_builtin_cluster_roles(core, rbac):
     assert {"admin", "edit", "view"} <= roles
 
 
-def test_cluster_roles_are_read_only(rbac):
-    with pytest.raises(client.ApiException) as error:
-        rbac.delete_cluster_role("view")
-    assert error.value.status == 405
-    assert rbac.read_cluster_role("view").rules
+def test_cluster_roles_and_their_bindings_are_read_and_written(rbac):
+    rule = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}
+    rbac.create_cluster_role({"metadata": {"name": "reader"}, "rules": [rule]})
+    binding = {
+        "metadata": {"name": "reader"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "reader",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "gpu-portal", "namespace": "portal"}],
+    }
+    rbac.create_cluster_role_binding(binding)
+    assert rbac.read_cluster_role_binding("reader").role_ref.name == "reader"
+    with pytest.raises(client.ApiException) as error:  # a ClusterRoleBinding grants cluster roles
+        rbac.create_cluster_role_binding(
+            {
+                **binding,
+                "metadata": {"name": "x"},
+                "roleRef": {**binding["roleRef"], "kind": "Role"},
+            }
+        )
+    assert error.value.status == 422
+    rbac.delete_cluster_role("reader")
+    assert "reader" not in {r.metadata.name for r in rbac.list_cluster_role().items}
 
 
 def test_job_gets_the_defaults_a_real_apiserver_sets(batch):

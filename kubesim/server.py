@@ -307,10 +307,10 @@ class Handler(BaseHTTPRequestHandler):
             if document is None:
                 raise NotFound(message="the server could not find the requested resource")
             self._send_json(200, document)
-        elif path == "/version":
+        elif path in ("/version", "/version/"):
             self._entry["verb"] = "get"
             self._send_json(200, KUBERNETES_VERSION)
-        elif path == "/api":
+        elif path in ("/api", "/api/"):
             self._entry["verb"] = "get"
             address = f"127.0.0.1:{self.server.server_address[1]}"
             self._send_json(
@@ -323,7 +323,7 @@ class Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
-        elif path == "/apis":
+        elif path in ("/apis", "/apis/"):
             self._entry["verb"] = "get"
             self._send_json(
                 200,

@@ -77,6 +77,7 @@ class Forbidden(ApiError):
 
     code = 403
     reason = "Forbidden"
+    attributes: Attributes | None = None  # what was refused (kubesim's request log shows it)
 
     def __init__(self, group: str, resource: str, name: str, err: str):
         if not resource:
@@ -125,8 +126,11 @@ def forbidden(attrs: Attributes, reason: str) -> Forbidden:
     if reason:
         message = f"{message}: {reason}"
     if not attrs.resource_request:
-        return Forbidden("", "", "", message)
-    return Forbidden(attrs.api_group, attrs.resource, attrs.name, message)
+        error = Forbidden("", "", "", message)
+    else:
+        error = Forbidden(attrs.api_group, attrs.resource, attrs.name, message)
+    error.attributes = attrs
+    return error
 
 
 # --- request attributes (RequestInfoFactory.NewRequestInfo) ---
@@ -359,7 +363,7 @@ class Rbac:
         if self.authorize(check)[0]:
             return
         if error:
-            raise Forbidden(RBAC_GROUP, resource, name, error)
+            raise _refused(Forbidden(RBAC_GROUP, resource, name, error), check)
         owner_rules, resolution_errors = self.rules_for(user, namespace)
         missing = uncovered(owner_rules, rules)
         if missing:
@@ -370,7 +374,12 @@ class Rbac:
             )
             if resolution_errors:
                 message += f"; resolution errors: [{', '.join(resolution_errors)}]"
-            raise Forbidden(RBAC_GROUP, resource, name, message)
+            raise _refused(Forbidden(RBAC_GROUP, resource, name, message), check)
+
+
+def _refused(error: Forbidden, attrs: Attributes) -> Forbidden:
+    error.attributes = attrs
+    return error
 
 
 def _only_gc_fields_changed(new: dict, old: dict) -> bool:
@@ -481,6 +490,14 @@ def compact_string(rule: dict) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+def describe(attrs: Attributes) -> dict:
+    """The attributes of a refused request, for kubesim's request log."""
+    if not attrs.resource_request:
+        return {"verb": attrs.verb, "path": attrs.path}
+    fields = ("verb", "api_group", "resource", "subresource", "name", "namespace")
+    return {f: getattr(attrs, f) for f in fields}
+
+
 class Auth:
     """What the server consults: who is asking (401) and whether they may (403)."""
 
@@ -525,4 +542,4 @@ class Auth:
         )
         allowed, reason = self.rbac.authorize(create)
         if not allowed:
-            raise Forbidden(attrs.api_group, attrs.resource, attrs.name, reason)
+            raise _refused(Forbidden(attrs.api_group, attrs.resource, attrs.name, reason), create)

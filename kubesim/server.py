@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from . import protobuf
-from .auth import current_user
+from .auth import current_user, describe
 from .errors import (
     ApiError,
     BadRequest,
@@ -150,6 +150,8 @@ class Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
         except ApiError as error:
+            if getattr(error, "attributes", None) is not None:
+                self._entry["forbidden"] = describe(error.attributes)
             self._send_json(error.code, error.to_status(), headers=error.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True

@@ -1,41 +1,185 @@
-# ruff: noqa: F811 - the provisioning fixtures, imported, are parameters here
-"""The ClusterRole in deploy/ grants exactly what the portal does on a
-cluster: every (API group, resource, verb) the portal's requests need is
-granted, and every one granted was needed, so no rule can go without
-breaking something and none is there for nothing.
+# ruff: noqa: F811 - the batch and provisioning fixtures, imported, are parameters here
+"""The ClusterRole in deploy/ is exactly what the portal needs, proved against
+enforcement: kubesim authenticates the portal as its ServiceAccount and
+authorizes every request by RBAC (tests/deploy/conftest.py).
 
-The portal's whole cluster life runs against kubesim (first sync, an
-update, the drift check, the inventory, archiving and deleting a namespace)
-and kubesim's request log says what each request was, as an API server's
-authorizer sees it. A server-side apply that creates its object is
-authorized as `create` (as on a real API server); a RoleBinding to the `edit`
-ClusterRole needs `bind` on it."""
+- With the role as deployed, the portal's whole cluster life (first sync, an
+  update, the drift check, the inventory, a batch Job created suspended,
+  released, watched to its end with its events, pods and log read, another
+  cancelled, the team archived and its namespace deleted) succeeds and kubesim
+  refuses nothing.
+- Without any one rule, or one verb, resource or resource name of a rule, some
+  request of that life is refused with 403, and it is one the missing grant
+  would have allowed (kubesim's request log says what authorization refused).
+- Every grant is used: kubesim's request log, read as an authorizer does
+  (a server-side apply that creates is `create` too, a RoleBinding to `edit`
+  needs `bind` on it), covers the role exactly, so nothing is there for nothing.
+"""
 
-from pathlib import Path
+import contextlib
 
-import yaml
+import pytest
 from django.utils import timezone
 
 from batch import actions as batch_actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob
 from cluster import actions as cluster_actions
+from cluster import kube
+from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
+from kubesim.auth import Attributes, rule_allows
 from provisioning import actions
+from provisioning.models import TeamSync
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
+from tests.batch.test_cluster import advance, status_of
 from tests.batch.test_cluster import submit as submit_job
-from tests.batch.test_cluster import watch_until
+from tests.deploy.conftest import deployed
 from tests.factories import submit
-from tests.provisioning.conftest import cluster, demo_flavors, eager, kubesim  # noqa: F401
+from tests.provisioning.conftest import demo_flavors, eager  # noqa: F401
+from tests.waiting import wait_for
 
-ROLE = Path(__file__).resolve().parents[2] / "deploy" / "base" / "clusterrole.yaml"
+Status = BatchJob.Status
+
+
+def refusals(kubesim):
+    """The portal's requests kubesim refused (403), with what authorization refused."""
+    return [
+        r for r in kubesim.requests() if r["status"] == 403 and r.get("user") == kubesim.portal_user
+    ]
+
+
+def watch_until(job, wanted, kubesim, *, advance_by=0):
+    """Follow the Jobs until `job` is in `wanted`; stop early once kubesim refuses."""
+
+    def reached():
+        batch_cluster.watch_jobs(seconds=1)
+        return status_of(job) in wanted or bool(refusals(kubesim))
+
+    every = (lambda: advance(kubesim, advance_by)) if advance_by else None
+    wait_for(reached, timeout=30, every=every)
+
+
+def portal_life(setup, flavors, kubesim, capture):
+    """The portal's cluster life, step by step (tasks inline): yields each step's name
+    after running it. A step's cluster error is swallowed; the caller decides."""
+    team, alice, admin = setup["team"], setup["alice"], setup["admin"]
+
+    def approve(flavor, gpus):
+        with capture(execute=True):
+            quota_request = submit(
+                team, flavors[flavor], alice, gpus=gpus, starts_at=timezone.now()
+            )
+            quota_actions.approve(quota_request, by=admin)
+        actions.sync_team(team.pk)
+
+    jobs = {}
+
+    def create_job():
+        jobs["job"] = submit_job(setup, flavors["h100"])
+        batch_actions.replan(reason="test")
+
+    def run_job():
+        batch_cluster.release_due()
+        watch_until(jobs["job"], {Status.RUNNING}, kubesim)
+        watch_until(jobs["job"], {Status.SUCCEEDED}, kubesim, advance_by=120)
+
+    def cancel_job():
+        jobs["other"] = submit_job(setup, flavors["h100"])
+        batch_actions.replan(reason="test")
+        batch_actions.cancel(jobs["other"], by=alice)
+
+    def archive():
+        quota_actions.archive_team(team, by=admin)
+        actions.sync_team(team.pk)
+        actions.delete_namespace(team, by=admin)
+
+    steps = [
+        ("first sync", lambda: approve("h100", 4)),
+        ("update", lambda: approve("a100", 2)),
+        ("drift check", actions.check_drift),
+        ("inventory", cluster_actions.record_inventory),
+        ("batch job created", create_job),
+        ("batch job run", run_job),
+        ("batch job cancelled", cancel_job),
+        ("archive and delete", archive),
+    ]
+    for name, step in steps:
+        with contextlib.suppress(kube.ClusterError):
+            step()
+        yield name, jobs
+
+
+def test_the_deployed_role_lets_the_portal_do_everything(
+    setup, demo_flavors, kubesim, cluster, django_capture_on_commit_callbacks
+):
+    team = setup["team"]
+    jobs = {}
+    for name, jobs in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
+        assert refusals(kubesim) == [], name
+        if name == "update":
+            sync = TeamSync.objects.get(team=team)
+            assert sync.status == TeamSync.Status.IN_SYNC
+            assert (
+                cluster.get("RoleBinding", "gpu-portal-team", "vision")["roleRef"]["name"] == "edit"
+            )
+        if name == "inventory":
+            assert GpuNode.objects.exists()
+        if name == "batch job run":
+            job = BatchJob.objects.get(pk=jobs["job"].pk)
+            assert job.status == Status.SUCCEEDED
+            assert "exited with code 0" in job.log_tail  # pods/log read
+        if name == "batch job cancelled":
+            assert cluster.get("Job", jobs["other"].kubernetes_name, "vision") is None
+    assert TeamSync.objects.get(team=team).namespace_deleted_at is not None
+    assert cluster.get("Namespace", "vision") is None
+
+
+def reductions(rules):
+    """(what is missing, the rules without it, a rule granting just what is missing)
+    for every rule, and every verb, resource, API group and resource name of a rule
+    that has more than one."""
+    for index, rule in enumerate(rules):
+        label = f"{','.join(rule['resources'])}"
+        yield f"rule-{label}", rules[:index] + rules[index + 1 :], rule
+        for key in ("verbs", "resources", "apiGroups", "resourceNames"):
+            values = rule.get(key) or []
+            for value in values if len(values) > 1 else []:
+                kept = {**rule, key: [v for v in values if v != value]}
+                yield (
+                    f"{label}-{value}",
+                    rules[:index] + [kept] + rules[index + 1 :],
+                    {
+                        **rule,
+                        key: [value],
+                    },
+                )
+
+
+REDUCTIONS = list(reductions(deployed()[1]["rules"]))
+
+
+@pytest.mark.parametrize(
+    "portal_rules, missing",
+    [pytest.param(rules, missing, id=label) for label, rules, missing in REDUCTIONS],
+)
+def test_without_any_one_grant_the_portal_is_refused(
+    portal_rules, missing, setup, demo_flavors, kubesim, django_capture_on_commit_callbacks
+):
+    for _ in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
+        if refusals(kubesim):
+            break  # the rest of the life would only be refused more
+    refused = [r["forbidden"] for r in refusals(kubesim)]
+    assert refused, f"nothing refused without {missing}"
+    assert any(
+        rule_allows(missing, Attributes(resource_request=True, **attrs)) for attrs in refused
+    ), refused
 
 
 def granted():
-    rules = yaml.safe_load(ROLE.read_text())["rules"]
     return {
         (group, resource, verb, name)
-        for rule in rules
+        for rule in deployed()[1]["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -61,37 +205,13 @@ def used(requests, role_bindings):
     return needed
 
 
-def test_the_cluster_role_is_exactly_what_the_portal_uses(
+def test_every_grant_of_the_role_is_used(
     setup, demo_flavors, kubesim, cluster, django_capture_on_commit_callbacks
 ):
-    team, alice, admin = setup["team"], setup["alice"], setup["admin"]
     kubesim.clear_requests()
-    # Quota (tasks run inline): the first sync creates the team's objects, the second updates.
-    for flavor, gpus in (("h100", 4), ("a100", 2)):
-        with django_capture_on_commit_callbacks(execute=True):
-            quota_request = submit(
-                team, demo_flavors[flavor], alice, gpus=gpus, starts_at=timezone.now()
-            )
-            quota_actions.approve(quota_request, by=admin)
-        actions.sync_team(team.pk)
-    actions.check_drift()
-    cluster_actions.record_inventory()
-    # Batch: a Job created suspended, released, watched to its end (events,
-    # pods and the log read), another cancelled (deleted).
-    job = submit_job(setup, demo_flavors["h100"])
-    batch_actions.replan(reason="test")
-    batch_cluster.release_due()
-    watch_until(job, {BatchJob.Status.RUNNING}, kubesim)
-    watch_until(job, {BatchJob.Status.SUCCEEDED}, kubesim, advance_by=120)
-    other = submit_job(setup, demo_flavors["h100"])
-    batch_actions.replan(reason="test")
-    batch_actions.cancel(other, by=alice)
-    portal_requests = kubesim.requests()
-    role_bindings = cluster.list("RoleBinding", namespace="vision")  # the test's, not counted
-    kubesim.clear_requests()
-    quota_actions.archive_team(team, by=admin)
-    actions.sync_team(team.pk)
-    actions.delete_namespace(team, by=admin)
-    portal_requests += kubesim.requests()
-
-    assert used(portal_requests, role_bindings) == granted()
+    role_bindings = []
+    for name, _ in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
+        if name == "batch job cancelled":  # the team's, read before the namespace goes
+            role_bindings = cluster.list("RoleBinding", namespace="vision")
+    portal = [r for r in kubesim.requests() if r.get("user") == kubesim.portal_user]
+    assert used(portal, role_bindings) == granted()

@@ -315,6 +315,11 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env_int("PORTAL_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("PORTAL_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Behind an Ingress every request comes from the proxy: set PORTAL_TRUSTED_PROXIES
+# to the number of proxies in front of the portal, and the client's address is
+# read from X-Forwarded-For (portal/proxies.py), for login limits and API throttles.
+PORTAL_TRUSTED_PROXIES = env_int("PORTAL_TRUSTED_PROXIES", 0, minimum=0)
+AXES_CLIENT_IP_CALLABLE = "portal.proxies.client_ip"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 LOGIN_URL = "login"
@@ -447,8 +452,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",
     "DEFAULT_PARSER_CLASSES": ["portal.api.JSONParser"],
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "portal.proxies.AnonRateThrottle",
+        "portal.proxies.UserRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "anon": env_rate("PORTAL_API_RATE_ANON", "60/min"),

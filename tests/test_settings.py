@@ -28,6 +28,7 @@ def start_up(**env):
         ("PORTAL_NAMESPACE_ANNOTATIONS", "=x", "PORTAL_NAMESPACE_ANNOTATIONS: '=x' is not a valid"),
         ("PORTAL_API_RATE_USER", "fast", "PORTAL_API_RATE_USER='fast' is not a rate"),
         ("PORTAL_LOG_FORMAT", "xml", "PORTAL_LOG_FORMAT='xml' must be text or json"),
+        ("PORTAL_TRUSTED_PROXIES", "-1", "PORTAL_TRUSTED_PROXIES='-1' must be at least 0"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value, message):

@@ -35,3 +35,12 @@ def test_anonymous_callers_are_counted_per_address(db, low_rates):
     assert [here.get("/api/schema/").status_code for _ in range(2)] == [200, 200]
     assert here.get("/api/schema/").status_code == 429
     assert there.get("/api/schema/").status_code == 200
+
+
+def test_behind_the_ingress_anonymous_callers_are_counted_per_client(db, low_rates, settings):
+    settings.PORTAL_TRUSTED_PROXIES = 1
+    here, there = client_for(None), client_for(None)
+    for client, address in ((here, "203.0.113.9"), (there, "198.51.100.20")):
+        client.defaults.update(REMOTE_ADDR="10.42.0.7", HTTP_X_FORWARDED_FOR=address)
+    assert [here.get("/api/schema/").status_code for _ in range(3)] == [200, 200, 429]
+    assert there.get("/api/schema/").status_code == 200

@@ -39,3 +39,42 @@ def test_a_success_clears_the_count(alice):
     for _ in range(4):
         attempt("alice", "wrong")
     assert attempt("alice", "demo").status_code == 302
+
+
+# --- behind proxies (PORTAL_TRUSTED_PROXIES) ---
+
+INGRESS = "10.42.0.7"  # the Ingress controller's pod: every request's REMOTE_ADDR
+
+
+def through_ingress(username, password, client, sent=""):
+    """A login relayed by one proxy, which appends the address it saw to whatever
+    X-Forwarded-For the client `sent`."""
+    forwarded = f"{sent}, {client}" if sent else client
+    return Client(REMOTE_ADDR=INGRESS, HTTP_X_FORWARDED_FOR=forwarded).post(
+        URL, {"username": username, "password": password}
+    )
+
+
+def test_behind_the_ingress_each_client_is_counted_by_its_own_address(alice, bob, settings):
+    settings.PORTAL_TRUSTED_PROXIES = 1
+    for n in range(4):
+        assert through_ingress(f"nobody{n}", "wrong", client="203.0.113.9").status_code == 200
+    assert through_ingress("nobody4", "wrong", client="203.0.113.9").status_code == 429
+    assert through_ingress("bob", "demo", client="203.0.113.9").status_code == 429
+    # Everyone else, through the same Ingress, still gets in.
+    assert through_ingress("bob", "demo", client="198.51.100.20").status_code == 302
+
+
+def test_an_address_the_client_forged_is_not_believed(alice, settings):
+    settings.PORTAL_TRUSTED_PROXIES = 1
+    for n in range(5):  # a different forged address each time, from one real client
+        response = through_ingress(f"nobody{n}", "wrong", client="203.0.113.9", sent=f"1.2.3.{n}")
+    assert response.status_code == 429
+    assert through_ingress("alice", "demo", client="203.0.113.9", sent="9.9.9.9").status_code == 429
+
+
+def test_without_trusted_proxies_the_header_is_ignored(alice, bob, settings):
+    settings.PORTAL_TRUSTED_PROXIES = 0
+    for n in range(5):  # five clients, one REMOTE_ADDR: the risk the setting removes
+        through_ingress(f"nobody{n}", "wrong", client=f"203.0.113.{n}")
+    assert through_ingress("bob", "demo", client="198.51.100.20").status_code == 429

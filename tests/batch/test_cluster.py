@@ -5,6 +5,7 @@ FailedCreate and log tail on the job, cancel deletes the Job."""
 from batch import actions, manifests
 from batch import cluster as batch_cluster
 from batch.models import BatchJob
+from cluster import kube
 from tests.provisioning.conftest import wait_for
 
 Status = BatchJob.Status
@@ -122,7 +123,9 @@ def test_a_failed_create_is_shown_on_the_job(setup, demo_flavors, cluster, kubes
     batch_cluster.release_due()
 
     def shown():
-        batch_cluster.record(cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=cluster)
+        batch_cluster.record(
+            cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=kube.cluster()
+        )  # as the portal
         events = BatchJob.objects.values_list("cluster_events", flat=True).get(pk=job.pk)
         return [e for e in events if e["reason"] == "FailedCreate"]
 
@@ -170,7 +173,9 @@ def test_a_spot_reclaim_is_replaced_in_place_and_lost_minutes_recorded(
     advance(kubesim, 5)  # within the grace: the evicted pod is still there, terminating
 
     def lost():
-        batch_cluster.record(cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=cluster)
+        batch_cluster.record(
+            cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=kube.cluster()
+        )  # as the portal
         return BatchJob.objects.values_list("lost_gpu_minutes", flat=True).get(pk=job.pk)
 
     assert wait_for(lost) >= 5
@@ -199,7 +204,7 @@ def test_a_reclaim_of_a_job_that_does_not_tolerate_it_sends_it_back_to_the_queue
     def requeued():
         live = cluster.get("Job", f"batch-{job.pk}", "vision")
         if live is not None:
-            batch_cluster.record(live, cluster=cluster)
+            batch_cluster.record(live, cluster=kube.cluster())  # as the portal
         return job.events.filter(action="requeue").exists()
 
     wait_for(requeued)

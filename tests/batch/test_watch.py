@@ -6,6 +6,7 @@ and a pod the scheduler cannot place shows its FailedScheduling on the job page.
 from batch import actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob, WatchState
+from cluster import kube
 from tests.batch.test_cluster import status_of, submit
 from tests.provisioning.conftest import wait_for
 
@@ -91,7 +92,9 @@ def test_failed_scheduling_is_shown_on_the_job_page(setup, demo_flavors, cluster
     batch_cluster.release_due()
 
     def shown():
-        batch_cluster.record(cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=cluster)
+        batch_cluster.record(
+            cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=kube.cluster()
+        )  # as the portal
         events = BatchJob.objects.values_list("cluster_events", flat=True).get(pk=job.pk)
         return [e for e in events if e["reason"] == "FailedScheduling"]
 

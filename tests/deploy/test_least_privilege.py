@@ -1,7 +1,8 @@
 # ruff: noqa: F811 - the batch and provisioning fixtures, imported, are parameters here
 """The ClusterRole in deploy/ is exactly what the portal needs, proved against
 enforcement: kubesim authenticates the portal as its ServiceAccount and
-authorizes every request by RBAC (tests/deploy/conftest.py).
+authorizes every request by RBAC (the `kubesim` fixture of
+tests/provisioning/conftest.py).
 
 - With the role as deployed, the portal's whole cluster life (first sync, an
   update, the drift check, the inventory, a batch Job created suspended,
@@ -34,9 +35,14 @@ from provisioning.models import TeamSync
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
 from tests.batch.test_cluster import advance, status_of
 from tests.batch.test_cluster import submit as submit_job
-from tests.deploy.conftest import deployed
 from tests.factories import submit
-from tests.provisioning.conftest import demo_flavors, eager  # noqa: F401
+from tests.provisioning.conftest import (  # noqa: F401 - fixtures
+    cluster,
+    demo_flavors,
+    deployed,
+    eager,
+    kubesim,
+)
 from tests.waiting import wait_for
 
 Status = BatchJob.Status
@@ -160,11 +166,12 @@ REDUCTIONS = list(reductions(deployed()[1]["rules"]))
 
 
 @pytest.mark.parametrize(
-    "portal_rules, missing",
+    "kubesim, missing",
     [pytest.param(rules, missing, id=label) for label, rules, missing in REDUCTIONS],
+    indirect=["kubesim"],
 )
 def test_without_any_one_grant_the_portal_is_refused(
-    portal_rules, missing, setup, demo_flavors, kubesim, django_capture_on_commit_callbacks
+    missing, setup, demo_flavors, kubesim, django_capture_on_commit_callbacks
 ):
     for _ in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
         if refusals(kubesim):

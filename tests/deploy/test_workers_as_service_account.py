@@ -1,6 +1,6 @@
 # ruff: noqa: F811 - the batch and provisioning fixtures, imported, are parameters here
 """Real Celery worker processes and real Redis, the portal's ServiceAccount on
-kubesim with RBAC enforced and deploy/'s ClusterRole (tests/deploy/conftest.py):
+kubesim with RBAC enforced and deploy/'s ClusterRole (tests/provisioning/conftest.py):
 provisioning, a batch Job's creation, release and run, and the GPU inventory all
 work, every request the workers make is the ServiceAccount's, and none is refused."""
 
@@ -16,7 +16,13 @@ from tests.batch.conftest import open_now  # noqa: F401 - fixture
 from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
 from tests.factories import TeamFactory
-from tests.provisioning.conftest import demo_flavors, redis_url, workers  # noqa: F401
+from tests.provisioning.conftest import (  # noqa: F401 - fixtures
+    cluster,
+    demo_flavors,
+    kubesim,
+    redis_url,
+    workers,
+)
 from tests.provisioning.test_worker_sync import KINDS, approve_now, caps, hard, in_sync
 from tests.waiting import wait_for
 

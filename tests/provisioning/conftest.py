@@ -1,10 +1,12 @@
-"""Fixtures for provisioning: a kubesim over HTTP, real Redis, real Celery workers.
+"""Fixtures for provisioning: a kubesim over HTTP (with RBAC, the portal as its
+ServiceAccount), real Redis, real Celery workers.
 
 A test needing Redis skips when there is none, but fails under CI=true.
 Workers are separate processes, so tests that use them commit their rows
 (`transactional_db`) and point the workers at the same test database.
 """
 
+import functools
 import json
 import os
 import signal
@@ -24,6 +26,7 @@ from cluster import kube
 from gpu_requests.models import Flavor
 from kubesim.testing import running_kubesim
 from provisioning.models import TeamSync
+from tests.deploy.test_kustomize import by_kind, render
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,20 +79,52 @@ class Sim:
         return self._call("DELETE", "/_sim/faults")
 
 
+@functools.cache
+def deployed():
+    """(ServiceAccount, ClusterRole, ClusterRoleBinding) as `kubectl kustomize
+    deploy/base` renders them: what the portal runs as on a real cluster."""
+    objects = render("deploy/base")
+    (account,) = by_kind(objects, "ServiceAccount").values()
+    (role,) = by_kind(objects, "ClusterRole").values()
+    (binding,) = by_kind(objects, "ClusterRoleBinding").values()
+    return account, role, binding
+
+
 @pytest.fixture
-def kubesim(settings):
-    with running_kubesim() as sim:
-        settings.PORTAL_KUBECONFIG = sim.kubeconfig_path
+def kubesim(request, settings, tmp_path):
+    """The demo cluster with authentication and RBAC on, the portal (this process
+    and the workers) talking to it as deploy/'s ServiceAccount holding deploy/'s
+    ClusterRole: what passes here passes on a cluster that enforces it. (A test
+    gives the role other rules with `parametrize("kubesim", [rules], indirect=True)`.)"""
+    account, role, binding = deployed()
+    portal_rules = getattr(request, "param", role["rules"])
+    with running_kubesim(auth=True) as sim:
+        admin = kube.Cluster(kube.load_configuration(sim.kubeconfig_path), timeout=5)
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        admin.call("POST", f"{rbac}/clusterroles", body={**role, "rules": portal_rules})
+        admin.call("POST", f"{rbac}/clusterrolebindings", body=binding)
+        admin.close()
+        sim.request_log.clear()  # the tests count the portal's requests
+        meta = account["metadata"]
+        token = sim.auth.service_account_token(meta["namespace"], meta["name"])
+        path = sim.write_kubeconfig(str(tmp_path / "portal.kubeconfig"), token=token)
+        settings.PORTAL_KUBECONFIG = path
         settings.PORTAL_KUBE_CONTEXT = None
         kube.reset()
-        yield Sim(sim)
+        wrapper = Sim(sim)
+        wrapper.kubeconfig = path  # what the workers are given
+        wrapper.portal_user = f"system:serviceaccount:{meta['namespace']}:{meta['name']}"
+        yield wrapper
         kube.reset()
 
 
 @pytest.fixture
 def cluster(kubesim):
-    """A client of the kubesim, for looking at (and tampering with) the cluster."""
-    return kube.cluster()
+    """A cluster admin's client (not the portal's), for looking at and tampering
+    with the cluster."""
+    admin = kube.Cluster(kube.load_configuration(kubesim.sim.kubeconfig_path), timeout=5)
+    yield admin
+    admin.close()
 
 
 @pytest.fixture

@@ -32,6 +32,11 @@ def main(argv=None) -> int:
         "--bare", action="store_true", help="API server only: no nodes, controllers or quota"
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve HTTPS with a certificate authority made at start-up (in the --kubeconfig)",
+    )
+    parser.add_argument(
         "--token-auth-file",
         metavar="PATH",
         help='authenticate bearer tokens from this CSV (token,user,uid,"group1,group2") and '
@@ -61,6 +66,8 @@ def main(argv=None) -> int:
     sim = KubeSim.from_cluster_file(
         args.cluster, speed=args.speed, state=args.state, control_plane=not args.bare
     )
+    if args.tls:
+        sim.enable_tls()
     if args.token_auth_file:
         try:
             sim.enable_auth(args.token_auth_file)

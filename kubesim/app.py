@@ -37,6 +37,7 @@ class KubeSim:
         # None: every request is served as it comes (like `kubectl proxy`);
         # enable_auth() turns on bearer tokens and RBAC.
         self.auth: Auth | None = None
+        self.certificates = None  # enable_tls(): serve HTTPS with a CA of its own
         self._server: KubeSimServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -50,6 +51,7 @@ class KubeSim:
         control_plane: bool = True,
         auth: bool = False,
         token_auth_file: str | None = None,
+        tls: bool = False,
     ):
         """A simulator with the cluster described in `path` (default: the demo cluster)
         installed by kubesim.control, and the saved state loaded when given.
@@ -59,6 +61,8 @@ class KubeSim:
         auth=True (implied by a token_auth_file) authenticates and authorizes every
         API request (see kubesim/auth.py)."""
         sim = cls(speed=speed)
+        if tls:
+            sim.enable_tls()
         if auth or token_auth_file:
             sim.enable_auth(token_auth_file)
         if state and os.path.exists(state):
@@ -79,6 +83,13 @@ class KubeSim:
         )
         return self.auth
 
+    def enable_tls(self):
+        """Serve HTTPS (before start()); the kubeconfigs written trust kubesim's CA."""
+        from .tls import Certificates  # cryptography, only when asked for
+
+        self.certificates = Certificates()
+        return self.certificates
+
     @property
     def port(self) -> int:
         if self._server is None:
@@ -87,11 +98,13 @@ class KubeSim:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.certificates else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self, port: int = 0, host: str = "127.0.0.1") -> int:
         self.stopping.clear()
-        self._server = KubeSimServer((host, port), self)
+        tls = self.certificates.server_context() if self.certificates else None
+        self._server = KubeSimServer((host, port), self, tls)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -125,7 +138,8 @@ class KubeSim:
         first one written is `kubeconfig_path`."""
         if token is None and self.auth is not None:
             token = self.admin_token
-        written = write_kubeconfig(path, self.url, token=token)
+        ca = self.certificates.ca_pem if self.certificates else None
+        written = write_kubeconfig(path, self.url, token=token, ca_pem=ca)
         self.kubeconfig_path = self.kubeconfig_path or written
         return path
 

@@ -30,7 +30,7 @@ import secrets
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from .errors import ApiError, qualified_resource
+from .errors import ApiError, FieldError, Invalid, qualified_resource
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"
@@ -496,6 +496,48 @@ def describe(attrs: Attributes) -> dict:
         return {"verb": attrs.verb, "path": attrs.path}
     fields = ("verb", "api_group", "resource", "subresource", "name", "namespace")
     return {f: getattr(attrs, f) for f in fields}
+
+
+def access_review(auth, user: User | None, review: dict) -> dict:
+    """A SelfSubjectAccessReview answered for `user` (everyone may do everything
+    when kubesim runs without auth)."""
+    spec = review.get("spec") or {}
+    resource, other = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if (resource is None) == (other is None):
+        detail = (
+            "cannot be specified in combination with resourceAttributes"
+            if resource is not None
+            else "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+        )
+        field = "spec.nonResourceAttributes" if resource is not None else "spec.resourceAttributes"
+        raise Invalid(
+            kind="SelfSubjectAccessReview",
+            group="authorization.k8s.io",
+            name="",
+            errors=[FieldError("Invalid", field, other, detail)],
+        )
+    if resource is not None:
+        attrs = Attributes(
+            resource.get("verb", ""),
+            resource_request=True,
+            api_group=resource.get("group", ""),
+            resource=resource.get("resource", ""),
+            subresource=resource.get("subresource", ""),
+            name=resource.get("name", ""),
+            namespace=resource.get("namespace", ""),
+        )
+    else:
+        attrs = Attributes(other.get("verb", ""), path=other.get("path", ""))
+    attrs.user = user
+    allowed, reason = (True, "") if auth is None else auth.rbac.authorize(attrs)
+    status = {"allowed": allowed} | ({"reason": reason} if reason else {})
+    return {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": spec,
+        "status": status,
+    }
 
 
 class Auth:

@@ -1,17 +1,26 @@
 """A kubeconfig pointing at kubesim, for kubectl and the official client."""
 
+import base64
 import os
 
 import yaml
 
 
 def kubeconfig(
-    url: str, *, context: str = "kubesim", namespace: str = "default", token: str | None = None
+    url: str,
+    *,
+    context: str = "kubesim",
+    namespace: str = "default",
+    token: str | None = None,
+    ca_pem: bytes | None = None,
 ) -> dict:
+    cluster = {"server": url}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": url}}],
+        "clusters": [{"name": context, "cluster": cluster}],
         "users": [{"name": context, "user": {"token": token} if token else {}}],
         "contexts": [
             {

@@ -236,6 +236,27 @@ MESSAGES: dict[str, dict[int, tuple[str, str]]] = {
         4: ("namespace", "string"),
     },
     "RoleRef": {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")},
+    "ClusterRole": {1: ("metadata", "ObjectMeta"), 2: ("rules", "[]PolicyRule")},
+    # k8s.io/api/authorization/v1 (what `kubectl auth can-i` sends)
+    "SelfSubjectAccessReview": {
+        1: ("metadata", "ObjectMeta"),
+        2: ("spec", "SelfSubjectAccessReviewSpec"),
+        3: ("status", SKIP),
+    },
+    "SelfSubjectAccessReviewSpec": {
+        1: ("resourceAttributes", "ResourceAttributes"),
+        2: ("nonResourceAttributes", "NonResourceAttributes"),
+    },
+    "ResourceAttributes": {
+        1: ("namespace", "string"),
+        2: ("verb", "string"),
+        3: ("group", "string"),
+        4: ("version", "string"),
+        5: ("resource", "string"),
+        6: ("subresource", "string"),
+        7: ("name", "string"),
+    },
+    "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
     # k8s.io/api/policy/v1
     "Eviction": {1: ("metadata", "ObjectMeta"), 2: ("deleteOptions", "DeleteOptions")},
 }
@@ -248,6 +269,9 @@ KINDS = {
     ("batch/v1", "Job"): "Job",
     ("rbac.authorization.k8s.io/v1", "Role"): "Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("policy/v1", "Eviction"): "Eviction",
     ("meta.k8s.io/v1", "DeleteOptions"): "DeleteOptions",
     ("v1", "DeleteOptions"): "DeleteOptions",

@@ -69,6 +69,15 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType(
             "networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1", True, ("netpol",)
         ),
+        # Answered, never stored (`kubectl auth can-i`): see kubesim/auth.py.
+        ResourceType(
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            "authorization.k8s.io",
+            "v1",
+            False,
+            verbs=["create"],
+        ),
     ]
 }
 BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES.values()}

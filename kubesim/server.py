@@ -9,6 +9,7 @@ import json
 import queue
 import re
 import socket
+import ssl
 import sys
 import time
 import traceback
@@ -18,7 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from . import protobuf
-from .auth import current_user, describe
+from .auth import access_review, current_user, describe
 from .errors import (
     ApiError,
     BadRequest,
@@ -80,9 +81,19 @@ class KubeSimServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, sim):
+    def __init__(self, address, sim, tls=None):
         self.sim = sim
+        self.tls = tls  # an ssl.SSLContext: serve HTTPS
         super().__init__(address, Handler)
+
+    def finish_request(self, request, client_address):
+        # The TLS handshake in the connection's own thread, not the accepting one.
+        if self.tls is not None:
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+        super().finish_request(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -409,6 +420,11 @@ class Handler(BaseHTTPRequestHandler):
         store = self.sim.store
         if rtype.read_only and method != "GET":
             raise MethodNotAllowed()
+        if rtype.plural == "selfsubjectaccessreviews":
+            if method != "POST" or name:
+                raise MethodNotAllowed()
+            review = self._object_body(rtype, None, None, query)
+            return self._send_json(201, access_review(self.sim.auth, self._user, review))
         dry_run = _dry_run(method, query)
         manager = query.get("fieldManager") or _manager_from_agent(self.headers.get("User-Agent"))
 

@@ -351,3 +351,70 @@ def test_a_token_file_with_too_few_columns_is_refused(tmp_path):
     )
     assert result.returncode == 2
     assert "must have at least 3 columns (token, user name, user uid), found 2" in result.stderr
+
+
+def test_a_self_subject_access_review_says_what_the_caller_may_do(sim, admin, portal):
+    namespace(admin, "vision")
+    grant(
+        admin,
+        [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}],
+        namespace="vision",
+    )
+    reviews = client.AuthorizationV1Api(portal)
+
+    def may(**attributes):
+        review = {"spec": {"resourceAttributes": attributes}}
+        return reviews.create_self_subject_access_review(review).status.allowed
+
+    assert may(namespace="vision", verb="get", resource="pods", subresource="log") is True
+    assert may(namespace="nlp", verb="get", resource="pods", subresource="log") is False
+    assert may(namespace="vision", verb="get", resource="pods") is False
+    path = {"spec": {"nonResourceAttributes": {"path": "/version", "verb": "get"}}}
+    assert reviews.create_self_subject_access_review(path).status.allowed is True
+    status, body = raw(sim, portal_token(sim), "POST", RBAC_REVIEWS, {"spec": {}})
+    assert status == 422
+    assert "exactly one of nonResourceAttributes or resourceAttributes" in body["message"]
+
+
+RBAC_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def test_kubectl_over_tls_with_a_service_account_token(tmp_path):
+    if not KUBECTL.exists():
+        pytest.skip("kubectl wheel not installed")
+    with running_kubesim(control_plane=False, auth=True, tls=True) as sim:
+        assert sim.url.startswith("https://")
+        admin_api = client.ApiClient(kube_configuration(sim.kubeconfig_path))
+        namespace(admin_api, "vision")
+        grant(
+            admin_api,
+            [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+            namespace="vision",
+        )
+        portal = sim.write_kubeconfig(str(tmp_path / "portal"), token=portal_token(sim))
+
+        def kubectl(*args):
+            command = [str(KUBECTL), "--kubeconfig", portal, *args]
+            return subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+        assert kubectl("get", "pods", "-n", "vision").returncode == 0
+        denied = kubectl("get", "jobs", "-n", "vision")
+        assert denied.returncode == 1
+        assert denied.stderr.strip() == (
+            f'Error from server (Forbidden): jobs.batch is forbidden: User "{SA}" cannot list '
+            'resource "jobs" in API group "batch" in the namespace "vision"'
+        )
+        assert kubectl("auth", "can-i", "list", "pods", "-n", "vision").stdout.strip() == "yes"
+        cannot = kubectl("auth", "can-i", "delete", "pods", "-n", "vision")
+        assert (cannot.returncode, cannot.stdout.strip()) == (1, "no")
+
+
+def kube_configuration(path):
+    from kubernetes import config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=path, client_configuration=configuration)
+    return configuration
+
+
+KUBECTL = Path(sys.executable).parent / "kubectl"

@@ -152,14 +152,8 @@ def reductions(rules):
             values = rule.get(key) or []
             for value in values if len(values) > 1 else []:
                 kept = {**rule, key: [v for v in values if v != value]}
-                yield (
-                    f"{label}-{value}",
-                    rules[:index] + [kept] + rules[index + 1 :],
-                    {
-                        **rule,
-                        key: [value],
-                    },
-                )
+                only = {**rule, key: [value]}
+                yield f"{label}-{value}", rules[:index] + [kept] + rules[index + 1 :], only
 
 
 REDUCTIONS = list(reductions(deployed()[1]["rules"]))

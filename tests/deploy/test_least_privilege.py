@@ -216,3 +216,28 @@ def test_every_grant_of_the_role_is_used(
             role_bindings = cluster.list("RoleBinding", namespace="vision")
     portal = [r for r in kubesim.requests() if r.get("user") == kubesim.portal_user]
     assert used(portal, role_bindings) == granted()
+
+
+def test_granting_another_role_needs_the_deployed_role_to_say_so(
+    setup, demo_flavors, kubesim, cluster, settings, django_capture_on_commit_callbacks
+):
+    """PORTAL_RBAC_CLUSTER_ROLE=admin with deploy/'s role as it is (bind on `edit`
+    only): the apiserver refuses the RoleBinding, and the team shows why."""
+    settings.PORTAL_RBAC_CLUSTER_ROLE = "admin"
+    team = setup["team"]
+    with django_capture_on_commit_callbacks(execute=True):
+        quota_request = submit(team, demo_flavors["h100"], setup["alice"], gpus=1)
+        quota_actions.approve(quota_request, by=setup["admin"])  # the sync runs inline
+
+    sync = TeamSync.objects.get(team=team)
+    assert (sync.status, sync.last_error_status) == (TeamSync.Status.FAILING, 403)
+    assert sync.last_error.startswith(
+        'rolebindings.rbac.authorization.k8s.io "gpu-portal-team" is forbidden: user '
+        f'"{kubesim.portal_user}" (groups=["system:serviceaccounts" '
+        '"system:serviceaccounts:portal" "system:authenticated"]) is attempting to grant RBAC '
+        "permissions not currently held:\n"
+    )
+    assert cluster.get("RoleBinding", "gpu-portal-team", "vision") is None
+    assert {(r["forbidden"]["verb"], r["forbidden"]["name"]) for r in refusals(kubesim)} == {
+        ("bind", "admin")
+    }

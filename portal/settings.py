@@ -347,6 +347,10 @@ PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", f"sqlite:///{VAR_DIR / 'broker.sqlite3'}")
 SQLITE_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
 REDIS_BROKER_TRANSPORT_OPTIONS = {"max_retries": 0, "socket_connect_timeout": 2}
+# A prefix on every broker key, so that portals (or test sessions) sharing one
+# Redis database never take each other's messages.
+if CELERY_BROKER_KEY_PREFIX := env_str("CELERY_BROKER_KEY_PREFIX", ""):
+    REDIS_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = CELERY_BROKER_KEY_PREFIX
 if CELERY_BROKER_URL.startswith("sqlite:///"):
     CELERY_BROKER_TRANSPORT = "portal.broker:Transport"  # portal/broker.py
     # Passed to SQLAlchemy's create_engine: wait up to 30 s for another

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+import uuid
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -30,8 +31,8 @@ from tests.deploy.test_kustomize import by_kind, render
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-# A Redis database of its own, so leftovers of other suites never reach our workers
-# (PORTAL_TEST_REDIS_DB lets suites that run side by side on one Redis keep apart).
+# A Redis database of its own, away from the portal's (each test also prefixes
+# its broker keys: see redis_url).
 REDIS_DB = int(os.environ.get("PORTAL_TEST_REDIS_DB", "13"))
 
 # The demo cluster's GPU pools, as flavors select them (kubesim/clusters/demo.yaml).
@@ -155,17 +156,26 @@ def _redis_url():
 
 
 @pytest.fixture
-def redis_url():
+def redis_url(monkeypatch, settings):
+    """The workers' broker, with a key prefix of this test's own: test sessions
+    running side by side on one Redis never take each other's messages."""
     url = _redis_url()
+    prefix = f"portal-test-{uuid.uuid4().hex[:12]}:"
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=1)
-        client.flushdb()
+        client.ping()
     except redis.RedisError as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(f"Redis is required under CI=true: {url}: {exc}")
         pytest.skip(f"no Redis at {url}: {exc}")
+    monkeypatch.setenv("CELERY_BROKER_KEY_PREFIX", prefix)  # the workers'
+    settings.REDIS_BROKER_TRANSPORT_OPTIONS = {
+        **settings.REDIS_BROKER_TRANSPORT_OPTIONS,
+        "global_keyprefix": prefix,
+    }
     yield url
-    client.flushdb()
+    for key in client.scan_iter(match=f"{prefix}*"):
+        client.delete(key)
 
 
 def _database_url():
@@ -268,12 +278,13 @@ def workers(transactional_db, kubesim, redis_url, tmp_path, settings):
         "PYTHONUNBUFFERED": "1",
     }
     settings.PORTAL_SYNC_LEASE = 3
-    previous = os.environ.get("CELERY_BROKER_URL")
+    previous = os.environ.get("CELERY_BROKER_URL"), app.conf.broker_transport_options
     _use_broker(app, redis_url)
     pool = Workers(env, tmp_path)
     yield pool
     pool.stop_all()
-    _use_broker(app, previous)
+    _use_broker(app, previous[0])
+    app.conf.broker_transport_options = previous[1]  # without this test's key prefix
     if os.environ.get("PROVISIONING_SHOW_WORKER_LOGS"):
         print(pool.logs())
 

@@ -27,12 +27,17 @@ Without one, the sweep calls the callback once per team.
 Events:
 - quota changed: the team's reserved quota changed (approved, activated,
   revoked, expired, or the team archived);
-- members changed: who belongs to the team changed (the Django admin).
+- members changed: who belongs to the team changed (the Django admin);
+- notice: people are told something (a request submitted, decided or commented
+  on): `gpu_requests.notices` sends the email after commit and hands the same
+  `Notice` to each callback here, in the transaction (the webhooks record
+  their deliveries there).
 """
 
 _quota_changed = []
 _extra_quota = []
 _members_changed = []
+_notice = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -94,3 +99,14 @@ def extra_quota(team_ids):
 def members_changed(team_id):
     for callback in _members_changed:
         callback(team_id)
+
+
+def on_notice(callback):
+    """Call `callback(notice)` (a `gpu_requests.notices.Notice`) in the transaction of
+    everything people are told about."""
+    return _register(_notice, callback)
+
+
+def notice(notice):
+    for callback in _notice:
+        callback(notice)

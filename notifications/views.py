@@ -1,0 +1,178 @@
+"""The webhook pages: a team's (its managers) and the admins' (with every delivery).
+
+One set of views serves both; `slug` None is the admins' hook. The secret is
+shown in full once, in the response to the change that made it (never in a
+message or session), and only as a hint after that.
+"""
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from gpu_requests import actions as quota_actions
+from notifications import actions, outbound
+from notifications.models import MAX_URL_LENGTH, Delivery
+
+PAGE_SIZE = 25
+
+
+class WebhookForm(forms.Form):
+    url = forms.CharField(
+        label="Webhook URL",
+        strip=True,
+        help_text="An https URL that takes a JSON POST, e.g. a Slack incoming webhook. "
+        "Requests are signed: see “Verifying requests” below.",
+        widget=forms.URLInput(attrs={"placeholder": "https://hooks.slack.com/services/…"}),
+    )
+
+    def clean_url(self):
+        url = self.cleaned_data["url"]
+        if len(url) > MAX_URL_LENGTH:  # before any lookup of what it names
+            raise ValidationError(f"Keep the URL to {MAX_URL_LENGTH:,} characters.")
+        outbound.check_url(url)
+        return url
+
+
+def _scope(request, slug):
+    """The team (None: the admins' hook) if the user may set its hook; 404 for other
+    teams' pages, 403 for members who are not managers."""
+    if slug is None:
+        if not quota_actions.can_review(request.user):
+            raise PermissionDenied("Only platform admins see the admins' webhook.")
+        return None
+    team = get_object_or_404(quota_actions.teams_for(request.user), slug=slug)
+    if not actions.can_set(request.user, team):
+        raise PermissionDenied(f"Only {team.name}'s managers and platform admins set its webhook.")
+    return team
+
+
+def _args(team):
+    return [team.slug] if team else []
+
+
+def _page_url(team):
+    return reverse("team_webhook", args=[team.slug]) if team else reverse("admin_webhooks")
+
+
+def _render(request, team, form, *, secret=None, status=200):
+    hook = actions.hook_of(team)
+    if team is None:
+        log = Delivery.objects.order_by("-created_at", "-pk")
+    else:
+        log = actions.for_team(team)
+    page = Paginator(log.select_related("webhook__team"), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "team": team,
+        "hook": hook,
+        "form": form,
+        "secret": secret,
+        "page": page,
+        "urls": {
+            name: reverse(f"{'team_' if team else ''}webhook_{name}", args=args)
+            for name, args in (
+                ("test", _args(team)),
+                ("secret", _args(team)),
+                ("remove", _args(team)),
+            )
+        }
+        | {"page": _page_url(team)},
+        "archived": team is not None and team.is_archived,
+        "max_attempts": settings.PORTAL_WEBHOOK_MAX_ATTEMPTS,
+    }
+    return render(request, "notifications/webhook.html", context, status=status)
+
+
+@login_required
+def webhook_page(request, slug=None):
+    team = _scope(request, slug)
+    if request.method != "POST":
+        hook = actions.hook_of(team)
+        return _render(request, team, WebhookForm(initial={"url": hook.url if hook else ""}))
+    form = WebhookForm(request.POST)
+    if not form.is_valid():
+        return _render(request, team, form, status=400)
+    try:
+        hook, secret = actions.set_webhook(team, form.cleaned_data["url"], by=request.user)
+    except ValidationError as exc:
+        form.add_error("url", exc)
+        return _render(request, team, form, status=400)
+    except quota_actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except quota_actions.ActionError as exc:
+        messages.error(request, str(exc))
+        return redirect(_page_url(team))
+    if secret is None:
+        messages.success(request, "Webhook URL saved; its secret stays the same.")
+        return redirect(_page_url(team))
+    messages.success(request, "Webhook saved. Copy its secret now: it is not shown again.")
+    return _render(request, team, WebhookForm(initial={"url": hook.url}), secret=secret)
+
+
+def _run(request, team, change, done):
+    try:
+        result = change()
+    except quota_actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except quota_actions.ActionError as exc:
+        messages.error(request, str(exc))
+        return redirect(_page_url(team)), None
+    if done:
+        messages.success(request, done)
+    return None, result
+
+
+@require_POST
+@login_required
+def webhook_test(request, slug=None):
+    team = _scope(request, slug)
+    response, _ = _run(
+        request,
+        team,
+        lambda: actions.send_test(team, by=request.user),
+        "Test notification queued; its delivery shows below.",
+    )
+    return response or redirect(_page_url(team))
+
+
+@require_POST
+@login_required
+def webhook_secret(request, slug=None):
+    team = _scope(request, slug)
+    response, secret = _run(
+        request, team, lambda: actions.rotate_secret(team, by=request.user), None
+    )
+    if response:
+        return response
+    messages.success(request, "New secret made; the old one no longer signs. Copy it now.")
+    hook = actions.hook_of(team)
+    return _render(request, team, WebhookForm(initial={"url": hook.url}), secret=secret)
+
+
+@login_required
+def webhook_remove(request, slug=None):
+    """GET: the confirmation page; POST: remove the hook and its log."""
+    team = _scope(request, slug)
+    if request.method != "POST":
+        return render(
+            request,
+            "confirm.html",
+            {
+                "title": "Remove the webhook?",
+                "explanation": "Notices stop going to it, and its delivery log is deleted "
+                "(the audit history keeps that it was removed).",
+                "button": "Remove webhook",
+                "back": _page_url(team),
+            },
+        )
+    response, _ = _run(
+        request, team, lambda: actions.remove_webhook(team, by=request.user), "Webhook removed."
+    )
+    return response or redirect(_page_url(team))

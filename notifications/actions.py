@@ -263,10 +263,15 @@ def deliver(delivery_id, now=None):
     return delay
 
 
-def sweep(now=None):
-    """Requeue due deliveries whose message was lost (run from beat)."""
+def due(now=None):
+    """Deliveries due for an attempt whose message was lost (or whose worker died)."""
     now = now or timezone.now()
-    return deliveries.sweep(Delivery.objects.filter(next_attempt_at__lte=now), now)
+    return deliveries.due(Delivery.objects.filter(next_attempt_at__lte=now), now)
+
+
+def sweep(now=None):
+    """Requeue `due` deliveries (run from beat); the ids queued."""
+    return deliveries.enqueue(due(now))
 
 
 def for_team(team):

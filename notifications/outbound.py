@@ -27,6 +27,7 @@ from django.core.exceptions import ValidationError
 from notifications.models import MAX_URL_LENGTH
 
 SIGNATURE_VERSION = "v1"
+HTTPS_PLEASE = "Use https: the notices say who asked for what."
 # What the log keeps of a refusing receiver's answer.
 MAX_ERROR = 300
 
@@ -95,13 +96,15 @@ def check_url(url):
     if parts.username is not None or parts.password is not None:
         raise ValidationError("Leave credentials out of the URL; requests are signed instead.")
     port = port or (443 if parts.scheme == "https" else 80)
+    plain = parts.scheme == "http"
+    if plain and not settings.PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK:
+        raise ValidationError(HTTPS_PLEASE)
     addresses = _resolve(host, port)
     refusals = [why for why in map(_address_refused, addresses) if why]
     if refusals:
         raise ValidationError(f"{host}: {refusals[0]}.")
-    loopback = all(ipaddress.ip_address(a).is_loopback for a in addresses)
-    if parts.scheme == "http" and not (loopback and settings.PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK):
-        raise ValidationError("Use https: the notices say who asked for what.")
+    if plain and not all(ipaddress.ip_address(a).is_loopback for a in addresses):
+        raise ValidationError(HTTPS_PLEASE)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Target(parts.scheme, host, port, path, addresses[0])
 

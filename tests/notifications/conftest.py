@@ -35,9 +35,7 @@ def verify(secret, headers, body, *, now=None, tolerance=300):
     if not timestamp.isdigit() or abs((now or time.time()) - int(timestamp)) > tolerance:
         return False
     expected = hmac.new(secret.encode(), f"v1:{timestamp}:".encode() + body, hashlib.sha256)
-    return hmac.compare_digest(
-        "v1=" + expected.hexdigest(), headers.get("X-Portal-Signature", "")
-    )
+    return hmac.compare_digest("v1=" + expected.hexdigest(), headers.get("X-Portal-Signature", ""))
 
 
 @dataclass

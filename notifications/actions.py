@@ -277,3 +277,11 @@ def sweep(now=None):
 def for_team(team):
     """Deliveries to the team's hook, newest first (a queryset to paginate)."""
     return Delivery.objects.filter(webhook__team=team).order_by("-created_at", "-pk")
+
+
+def prune(now=None):
+    """Delete settled deliveries older than PORTAL_WEBHOOK_LOG_DAYS; how many."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.PORTAL_WEBHOOK_LOG_DAYS)
+    settled = Delivery.objects.filter(created_at__lt=cutoff).exclude(status=Status.PENDING)
+    return settled.delete()[0]

@@ -4,6 +4,7 @@ and a delivery row per notice and hook, which is the delivery log."""
 from django.conf import settings
 from django.db import models
 from django.db.models.functions import Coalesce
+from django.urls import reverse
 
 from cluster.outbox import OutboxRow
 from gpu_requests.models import Team, register_audit_actions
@@ -44,6 +45,11 @@ class Webhook(models.Model):
     def __str__(self):
         return f"{self.team or 'admins'}: {self.url}"
 
+    def get_absolute_url(self):
+        if self.team_id is None:
+            return reverse("admin_webhooks")
+        return reverse("team_webhook", args=[self.team.slug])
+
     @property
     def secret_hint(self):
         """What pages show of the secret: its kind and last four characters."""
@@ -75,7 +81,11 @@ class Delivery(OutboxRow):
 
     class Meta:
         verbose_name_plural = "deliveries"
-        indexes = [models.Index(fields=["webhook", "-created_at"], name="delivery_hook_newest")]
+        indexes = [
+            models.Index(fields=["webhook", "-created_at"], name="delivery_hook_newest"),
+            # The admins' log, newest first; pruning the oldest.
+            models.Index(fields=["-created_at"], name="delivery_newest"),
+        ]
 
     def __str__(self):
         return f"{self.event} to {self.webhook_id}: {self.status}"

@@ -15,3 +15,8 @@ def deliver(self, delivery_id):
 @shared_task(name="notifications.sweep", ignore_result=True)
 def sweep():
     return actions.sweep()
+
+
+@shared_task(name="notifications.prune", ignore_result=True)
+def prune():
+    return actions.prune()

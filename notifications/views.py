@@ -28,7 +28,15 @@ class WebhookForm(forms.Form):
         strip=True,
         help_text="An https URL that takes a JSON POST, e.g. a Slack incoming webhook. "
         "Requests are signed: see “Verifying requests” below.",
-        widget=forms.URLInput(attrs={"placeholder": "https://hooks.slack.com/services/…"}),
+        # A text input (not type=url): the server's checks speak, not the browser's.
+        widget=forms.TextInput(
+            attrs={
+                "placeholder": "https://hooks.slack.com/services/…",
+                "inputmode": "url",
+                "spellcheck": "false",
+                "autocomplete": "off",
+            }
+        ),
     )
 
     def clean_url(self):

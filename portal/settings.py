@@ -569,9 +569,12 @@ PORTAL_WEBHOOK_ALLOW_PRIVATE = env_bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", False)
 # Plain http to a loopback address (a receiver on the developer's machine).
 PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK = env_bool("PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK", DEBUG)
 PORTAL_WEBHOOK_SWEEP_INTERVAL = env_int("PORTAL_WEBHOOK_SWEEP_INTERVAL", 10, minimum=1)
+# Delivered and failed deliveries leave the log after this many days (hourly).
+PORTAL_WEBHOOK_LOG_DAYS = env_int("PORTAL_WEBHOOK_LOG_DAYS", 30, minimum=1)
 CELERY_BEAT_SCHEDULE |= {
     "notifications-sweep": {
         "task": "notifications.sweep",
         "schedule": PORTAL_WEBHOOK_SWEEP_INTERVAL,
     },
+    "notifications-prune": {"task": "notifications.prune", "schedule": 3600},
 }

@@ -142,3 +142,18 @@ def test_the_sweep_requeues_a_delivery_whose_message_was_lost(
         submit(vision, h100, alice)  # the message never goes out
     delivery = Delivery.objects.get()
     assert actions.due() == [delivery.pk]
+
+
+def test_settled_deliveries_leave_the_log_after_the_retention(
+    team_hook, receiver, vision, alice, h100, settings
+):
+    settings.PORTAL_WEBHOOK_LOG_DAYS = 30
+    receiver.answer(410)
+    submit(vision, h100, alice)
+    submit(vision, h100, alice)
+    settled, pending = Delivery.objects.order_by("pk")
+    actions.deliver(settled.pk)
+    assert actions.prune(timezone.now() + timedelta(days=29)) == 0
+    # A month on, the failed one goes; the one still pending stays.
+    assert actions.prune(timezone.now() + timedelta(days=31)) == 1
+    assert list(Delivery.objects.values_list("pk", flat=True)) == [pending.pk]

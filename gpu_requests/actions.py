@@ -451,8 +451,9 @@ _SWEEP_TARGET = {Action.EXPIRE: Status.EXPIRED, Action.ACTIVATE: Status.ACTIVE}
 
 @transaction.atomic
 def _move_due(rows, *, action):
-    """Move up to SWEEP_BATCH of `rows` by `action`; how many moved. Four queries
-    and what the quota-changed callbacks write for all the teams at once."""
+    """Move up to SWEEP_BATCH of `rows` by `action`; how many moved. Four queries,
+    what the quota-changed callbacks write for all the teams at once, and the
+    notices (a query for the rows' names, and what the channels write)."""
     to = _SWEEP_TARGET[action]
     locked = list(
         rows.select_for_update(skip_locked=True)
@@ -476,6 +477,7 @@ def _move_due(rows, *, action):
         for pk, team_id, from_status in locked
     )
     hooks.quota_changed_many(team_id for _, team_id, _ in locked)
+    notices.moved_by_sweep([pk for pk, _, _ in locked], to)
     return len(locked)
 
 

@@ -38,6 +38,7 @@ _quota_changed = []
 _extra_quota = []
 _members_changed = []
 _notice = []
+_notice_many = {}  # callback -> its set-based twin
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -101,12 +102,28 @@ def members_changed(team_id):
         callback(team_id)
 
 
-def on_notice(callback):
+def on_notice(callback, *, many=None):
     """Call `callback(notice)` (a `gpu_requests.notices.Notice`) in the transaction of
-    everything people are told about."""
+    everything people are told about (`many(notices)` instead, if given, when the
+    lifecycle sweep tells of many at once)."""
+    if many is not None:
+        _notice_many[callback] = many
     return _register(_notice, callback)
 
 
 def notice(notice):
     for callback in _notice:
         callback(notice)
+
+
+def notices(notices):
+    """Several notices from one transaction: each callback's set-based twin once."""
+    if not notices:
+        return
+    for callback in _notice:
+        many = _notice_many.get(callback)
+        if many is not None:
+            many(notices)
+        else:
+            for one in notices:
+                callback(one)

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpu_requests import emails, hooks
+from gpu_requests.models import QuotaRequest
 
 
 @dataclass(frozen=True)
@@ -105,4 +106,34 @@ def commented(note):
             facts=_facts(quota_request),
             data={**_data(quota_request), "comment": note.pk, "by": note.author.username},
         )
+    )
+
+
+_LIFECYCLE = {  # status -> (event, what happened)
+    QuotaRequest.Status.ACTIVE: ("request_activated", "is active: its quota is on the cluster"),
+    QuotaRequest.Status.EXPIRED: (
+        "request_expired",
+        "expired: its quota was taken off the cluster",
+    ),
+}
+
+
+def moved_by_sweep(pks, to):
+    """Requests the lifecycle sweep activated or expired (no email, as before): one
+    query for their names, then each channel once for all of them."""
+    rows = QuotaRequest.objects.filter(pk__in=pks).select_related("team", "flavor")
+    event, happened = _LIFECYCLE[to]
+    hooks.notices(
+        [
+            Notice(
+                event=event,
+                team_id=quota_request.team_id,
+                title=f"Request #{quota_request.pk} ({quota_request.team.name}, "
+                f"{quota_request.gpus} x {quota_request.flavor.name}) {happened}",
+                url=absolute(quota_request.get_absolute_url()),
+                facts=_facts(quota_request),
+                data=_data(quota_request),
+            )
+            for quota_request in rows.order_by("pk")
+        ]
     )

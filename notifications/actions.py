@@ -99,13 +99,15 @@ def rotate_secret(team, *, by):
 
 @transaction.atomic
 def remove_webhook(team, *, by):
-    """Delete the hook and its delivery log (the audit trail keeps that it existed)."""
+    """Delete the hook and its delivery log (the audit trail keeps that it existed);
+    the URL it had."""
     _require(by, team)
     hook = Webhook.objects.select_for_update().filter(team=team).first()
     if hook is None:
         raise quota_actions.IllegalTransition("There is no webhook to remove.")
     _record(team, NotificationAction.WEBHOOK_REMOVE, by=by, hook=None, reason=hook.url)
     hook.delete()
+    return hook.url
 
 
 def _record(team, action, *, by, hook, reason):
@@ -129,7 +131,7 @@ def send_test(team, *, by):
         url=absolute(""),
         data={"by": by.username},
     )
-    return _create([hook], notice)[0]
+    return _create([(hook, notice)])[0]
 
 
 # --- notices to deliveries ---
@@ -178,14 +180,20 @@ def payload(notice):
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def _create(hooks, notice):
-    """One pending delivery per hook (one INSERT), queued when the transaction commits."""
-    if not hooks:
+def _create(pairs):
+    """A pending delivery for each (hook, notice) (one INSERT), queued on commit."""
+    if not pairs:
         return []
-    body = payload(notice)
     now = timezone.now()
+    bodies = {}  # one rendering per notice, however many hooks
     created = Delivery.objects.bulk_create(
-        Delivery(webhook=hook, event=notice.event, body=body, next_attempt_at=now) for hook in hooks
+        Delivery(
+            webhook=hook,
+            event=notice.event,
+            body=bodies.setdefault(id(notice), payload(notice)),
+            next_attempt_at=now,
+        )
+        for hook, notice in pairs
     )
     keys = [delivery.pk for delivery in created]
     transaction.on_commit(lambda: deliveries.enqueue(keys), robust=True)
@@ -195,10 +203,28 @@ def _create(hooks, notice):
 def notice_posted(notice):
     """hooks.on_notice: a delivery to the team's hook and the admins' (one query when
     there are none, two when there are)."""
-    wanted = Q(team__isnull=True)
-    if notice.team_id is not None:
-        wanted |= Q(team_id=notice.team_id, team__archived_at__isnull=True)
-    _create(list(Webhook.objects.filter(wanted)), notice)
+    notices_posted([notice])
+
+
+def notices_posted(notices):
+    """The same for many notices (the lifecycle sweep): one query for the hooks, one
+    INSERT for every delivery."""
+    team_ids = {notice.team_id for notice in notices} - {None}
+    hooks = list(
+        Webhook.objects.filter(
+            Q(team__isnull=True) | Q(team_id__in=team_ids, team__archived_at__isnull=True)
+        )
+    )
+    if not hooks:
+        return
+    for_admins = [hook for hook in hooks if hook.team_id is None]
+    by_team = {hook.team_id: hook for hook in hooks if hook.team_id is not None}
+
+    def hooks_for(notice):
+        team_hook = by_team.get(notice.team_id)
+        return [team_hook, *for_admins] if team_hook else for_admins
+
+    _create([(hook, notice) for notice in notices for hook in hooks_for(notice)])
 
 
 # --- delivering ---

@@ -11,4 +11,4 @@ class NotificationsConfig(AppConfig):
 
         # Everything people are told by mail goes to the webhooks too: a
         # delivery per hook, recorded in the transaction, sent on commit.
-        hooks.on_notice(actions.notice_posted)
+        hooks.on_notice(actions.notice_posted, many=actions.notices_posted)

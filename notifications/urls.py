@@ -8,7 +8,7 @@ urlpatterns = [
     path("teams/<slug:slug>/webhook/secret/", views.webhook_secret, name="team_webhook_secret"),
     path("teams/<slug:slug>/webhook/remove/", views.webhook_remove, name="team_webhook_remove"),
     path("webhooks/", views.webhook_page, name="admin_webhooks"),
-    path("webhooks/test/", views.webhook_test, name="webhook_test"),
-    path("webhooks/secret/", views.webhook_secret, name="webhook_secret"),
-    path("webhooks/remove/", views.webhook_remove, name="webhook_remove"),
+    path("webhooks/test/", views.webhook_test, name="admin_webhook_test"),
+    path("webhooks/secret/", views.webhook_secret, name="admin_webhook_secret"),
+    path("webhooks/remove/", views.webhook_remove, name="admin_webhook_remove"),
 ]

@@ -60,12 +60,17 @@ def _scope(request, slug):
     return team
 
 
-def _args(team):
-    return [team.slug] if team else []
-
-
 def _page_url(team):
     return reverse("team_webhook", args=[team.slug]) if team else reverse("admin_webhooks")
+
+
+def _urls(team):
+    prefix, args = ("team", [team.slug]) if team else ("admin", [])
+    urls = {name: reverse(f"{prefix}_webhook_{name}", args=args) for name in ACTIONS}
+    return urls | {"page": _page_url(team)}
+
+
+ACTIONS = ("test", "secret", "remove")
 
 
 def _render(request, team, form, *, secret=None, status=200):
@@ -83,15 +88,7 @@ def _render(request, team, form, *, secret=None, status=200):
         "form": form,
         "secret": secret,
         "page": page,
-        "urls": {
-            name: reverse(f"{'team_' if team else ''}webhook_{name}", args=args)
-            for name, args in (
-                ("test", _args(team)),
-                ("secret", _args(team)),
-                ("remove", _args(team)),
-            )
-        }
-        | {"page": _page_url(team)},
+        "urls": _urls(team),
         "archived": team is not None and team.is_archived,
         "max_attempts": settings.PORTAL_WEBHOOK_MAX_ATTEMPTS,
     }
@@ -124,41 +121,33 @@ def webhook_page(request, slug=None):
     return _render(request, team, WebhookForm(initial={"url": hook.url}), secret=secret)
 
 
-def _run(request, team, change, done):
+def _attempt(request, change):
+    """The action's result, or None when it is refused as things stand (said in a message)."""
     try:
-        result = change()
+        return change()
     except quota_actions.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except quota_actions.ActionError as exc:
         messages.error(request, str(exc))
-        return redirect(_page_url(team)), None
-    if done:
-        messages.success(request, done)
-    return None, result
+        return None
 
 
 @require_POST
 @login_required
 def webhook_test(request, slug=None):
     team = _scope(request, slug)
-    response, _ = _run(
-        request,
-        team,
-        lambda: actions.send_test(team, by=request.user),
-        "Test notification queued; its delivery shows below.",
-    )
-    return response or redirect(_page_url(team))
+    if _attempt(request, lambda: actions.send_test(team, by=request.user)):
+        messages.success(request, "Test notification queued; its delivery shows below.")
+    return redirect(_page_url(team))
 
 
 @require_POST
 @login_required
 def webhook_secret(request, slug=None):
     team = _scope(request, slug)
-    response, secret = _run(
-        request, team, lambda: actions.rotate_secret(team, by=request.user), None
-    )
-    if response:
-        return response
+    secret = _attempt(request, lambda: actions.rotate_secret(team, by=request.user))
+    if secret is None:
+        return redirect(_page_url(team))
     messages.success(request, "New secret made; the old one no longer signs. Copy it now.")
     hook = actions.hook_of(team)
     return _render(request, team, WebhookForm(initial={"url": hook.url}), secret=secret)
@@ -180,7 +169,6 @@ def webhook_remove(request, slug=None):
                 "back": _page_url(team),
             },
         )
-    response, _ = _run(
-        request, team, lambda: actions.remove_webhook(team, by=request.user), "Webhook removed."
-    )
-    return response or redirect(_page_url(team))
+    if _attempt(request, lambda: actions.remove_webhook(team, by=request.user)):
+        messages.success(request, "Webhook removed.")
+    return redirect(_page_url(team))

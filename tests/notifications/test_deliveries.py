@@ -157,3 +157,30 @@ def test_settled_deliveries_leave_the_log_after_the_retention(
     # A month on, the failed one goes; the one still pending stays.
     assert actions.prune(timezone.now() + timedelta(days=31)) == 1
     assert list(Delivery.objects.values_list("pk", flat=True)) == [pending.pk]
+
+
+def test_the_lifecycle_sweep_tells_the_hooks_in_three_queries(
+    team_hook, admin_hook, receiver, vision, nlp, alice, bob, admin_user, h100,
+    django_assert_num_queries,
+):  # fmt: skip
+    from gpu_requests.models import QuotaRequest
+
+    soon = timezone.now() + timedelta(minutes=1)
+    for team, who in [(vision, alice), (nlp, bob)] * 3:
+        quota_actions.approve(submit(team, h100, who, gpus=1, starts_at=soon), by=admin_user)
+    Delivery.objects.all().delete()  # those of the submissions and approvals
+    later = timezone.now() + timedelta(minutes=2)
+    # As for none (tests/actions/test_lifecycle.py), plus the one INSERT of every delivery.
+    with django_assert_num_queries(3 + 5 + 4 + 2 + 1):
+        assert quota_actions.advance_lifecycle(now=later) == {"expired": 0, "activated": 6}
+    # Vision's three to its hook and the admins'; NLP's three to the admins' only.
+    assert Delivery.objects.filter(webhook__team=vision).count() == 3
+    assert Delivery.objects.filter(webhook__team=None).count() == 6
+    first = QuotaRequest.objects.filter(team=vision).order_by("pk").first()
+    delivery = Delivery.objects.filter(webhook__team=vision).order_by("pk").first()
+    actions.deliver(delivery.pk)
+    (sent,) = receiver.requests()
+    assert sent.headers["X-Portal-Event"] == "request_activated"
+    assert sent.json["text"].startswith(
+        f"Request #{first.pk} (Vision, 1 x H100 80GB) is active: its quota is on the cluster"
+    )

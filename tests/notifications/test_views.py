@@ -151,3 +151,26 @@ def test_an_archived_teams_hook_is_shown_but_not_changed(
     response = client.post(page(vision), {"url": receiver.url + "&x=1"}, follow=True)
     assert "Vision is archived." in response.content.decode()
     assert Webhook.objects.get(team=vision).url == receiver.url
+
+
+def test_members_cannot_test_rekey_or_remove(login, alice, vision, team_hook):
+    client = login(alice)
+    for name in ("team_webhook_test", "team_webhook_secret", "team_webhook_remove"):
+        assert client.post(reverse(name, args=[vision.slug])).status_code == 403
+    assert Webhook.objects.get(team=vision).secret == team_hook[1]
+    assert not Delivery.objects.exists()
+
+
+def test_acting_on_no_hook_says_so(login, admin_user):
+    client = login(admin_user)
+    response = client.post(reverse("admin_webhook_secret"), follow=True)
+    assert "There is no webhook to change the secret of." in response.content.decode()
+    response = client.post(reverse("admin_webhook_test"), follow=True)
+    assert "Set the webhook&#x27;s URL first." in response.content.decode()
+
+
+def test_a_get_does_not_change_anything(login, carol, vision, team_hook):
+    client = login(carol)
+    assert client.get(reverse("team_webhook_test", args=[vision.slug])).status_code == 405
+    assert client.get(reverse("team_webhook_secret", args=[vision.slug])).status_code == 405
+    assert Webhook.objects.get(team=vision).secret == team_hook[1]

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster.outbox import Outbox
@@ -250,7 +250,11 @@ def deliver(delivery_id, now=None):
     """One attempt at a delivery, if it is due and nobody else holds it: the seconds
     until the next attempt, or None (delivered, given up, or not ours to try)."""
     now = now or timezone.now()
-    due = Outbox.newer_generation() & Q(refused_generation=0, next_attempt_at__lte=now)
+    due = (
+        Outbox.newer_generation()
+        & Q(generation__gt=F("refused_generation"))
+        & Q(next_attempt_at__lte=now)
+    )
     token = deliveries.claim(delivery_id, now, pending=due)
     if token is None:
         return None
@@ -287,6 +291,23 @@ def deliver(delivery_id, now=None):
     # queued_at: the retry's message is on its way, due then (the sweep leaves it be).
     deliveries.release(delivery_id, token, next_attempt_at=next_at, queued_at=next_at, **logged)
     return delay
+
+
+@transaction.atomic
+def redeliver(delivery, *, by):
+    """Send a failed delivery again, from its first attempt (the receiver is back)."""
+    _require(by, delivery.webhook.team)
+    # Compare-and-set; a new generation makes it due again (the failed one stays refused).
+    again = Delivery.objects.filter(pk=delivery.pk, status=Status.FAILED).update(
+        status=Status.PENDING,
+        attempts=0,
+        next_attempt_at=timezone.now(),
+        generation=F("generation") + 1,
+    )
+    if not again:
+        raise quota_actions.IllegalTransition("Only a failed delivery is sent again.")
+    transaction.on_commit(lambda: deliveries.enqueue([delivery.pk]), robust=True)
+    return delivery
 
 
 def due(now=None):

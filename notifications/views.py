@@ -11,8 +11,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions as quota_actions
@@ -172,3 +174,19 @@ def webhook_remove(request, slug=None):
     if _attempt(request, lambda: actions.remove_webhook(team, by=request.user)):
         messages.success(request, "Webhook removed.")
     return redirect(_page_url(team))
+
+
+@require_POST
+@login_required
+def delivery_resend(request, pk):
+    """Send a failed delivery again; back to the page it was asked from."""
+    delivery = get_object_or_404(Delivery.objects.select_related("webhook__team"), pk=pk)
+    team = delivery.webhook.team
+    if team is not None and not quota_actions.teams_for(request.user).filter(pk=team.pk).exists():
+        raise Http404("No such delivery.")
+    if _attempt(request, lambda: actions.redeliver(delivery, by=request.user)):
+        messages.success(request, f"Delivery #{delivery.pk} queued again.")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
+        back = _page_url(team)
+    return redirect(back)

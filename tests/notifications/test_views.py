@@ -174,3 +174,30 @@ def test_a_get_does_not_change_anything(login, carol, vision, team_hook):
     assert client.get(reverse("team_webhook_test", args=[vision.slug])).status_code == 405
     assert client.get(reverse("team_webhook_secret", args=[vision.slug])).status_code == 405
     assert Webhook.objects.get(team=vision).secret == team_hook[1]
+
+
+def test_a_failed_delivery_is_sent_again_from_the_log(
+    login, carol, bob, vision, team_hook, receiver, django_capture_on_commit_callbacks, settings
+):
+    settings.PORTAL_WEBHOOK_MAX_ATTEMPTS = 2
+    receiver.answer(500, 500)  # then 200
+    delivery = actions.send_test(vision, by=carol)
+    actions.deliver(delivery.pk)
+    delivery.refresh_from_db()
+    actions.deliver(delivery.pk, delivery.next_attempt_at)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("failed", 2)
+    resend = reverse("delivery_resend", args=[delivery.pk])
+    assert login(bob).post(resend).status_code == 404  # not his team's
+    client = login(carol)
+    assert "Send again" in client.get(page(vision)).content.decode()
+    with django_capture_on_commit_callbacks() as queued:
+        response = client.post(resend, {"next": "https://evil.example/"})
+    assert response.url == page(vision) and len(queued) == 1
+    actions.deliver(delivery.pk)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_code) == ("delivered", 1, 200)
+    assert len(receiver.requests()) == 3
+    # Only a failed one: a second click is refused, and says so.
+    response = client.post(resend, follow=True)
+    assert "Only a failed delivery is sent again." in response.content.decode()

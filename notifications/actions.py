@@ -13,6 +13,7 @@ import json
 import secrets
 import time
 from datetime import timedelta
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -80,7 +81,7 @@ def set_webhook(team, url, *, by):
     else:
         Webhook.objects.filter(pk=hook.pk).update(url=url, updated_at=timezone.now())
         hook.url = url
-    _record(team, NotificationAction.WEBHOOK_SET, by=by, hook=hook, reason=url)
+    _record(team, NotificationAction.WEBHOOK_SET, by=by, hook=hook, url=url)
     return hook, secret
 
 
@@ -93,7 +94,7 @@ def rotate_secret(team, *, by):
         raise quota_actions.IllegalTransition("There is no webhook to change the secret of.")
     secret = new_secret()
     Webhook.objects.filter(pk=hook.pk).update(secret=secret, updated_at=timezone.now())
-    _record(team, NotificationAction.WEBHOOK_SECRET, by=by, hook=hook, reason=hook.url)
+    _record(team, NotificationAction.WEBHOOK_SECRET, by=by, hook=hook, url=hook.url)
     return secret
 
 
@@ -105,14 +106,21 @@ def remove_webhook(team, *, by):
     hook = Webhook.objects.select_for_update().filter(team=team).first()
     if hook is None:
         raise quota_actions.IllegalTransition("There is no webhook to remove.")
-    _record(team, NotificationAction.WEBHOOK_REMOVE, by=by, hook=None, reason=hook.url)
+    _record(team, NotificationAction.WEBHOOK_REMOVE, by=by, hook=None, url=hook.url)
     hook.delete()
     return hook.url
 
 
-def _record(team, action, *, by, hook, reason):
+def _record(team, action, *, by, hook, url):
+    # Every member reads the team's history, and a hook's URL is often a credential
+    # itself (Slack's are): the history names only its host.
+    host = urlsplit(url).hostname or "?"
     AuditEvent.record(
-        team_id=team.pk if team else None, action=action, actor=by, subject=hook, reason=reason
+        team_id=team.pk if team else None,
+        action=action,
+        actor=by,
+        subject=hook,
+        reason=f"to {host}",
     )
 
 

@@ -18,13 +18,15 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions as quota_actions
-from notifications import actions, outbound
-from notifications.models import MAX_URL_LENGTH, Delivery
+from notifications import actions
+from notifications.models import Delivery
 
 PAGE_SIZE = 25
 
 
 class WebhookForm(forms.Form):
+    # The URL's checks are the action's (outbound.check_url, one DNS lookup): its
+    # ValidationError comes back as this field's error.
     url = forms.CharField(
         label="Webhook URL",
         strip=True,
@@ -40,13 +42,6 @@ class WebhookForm(forms.Form):
             }
         ),
     )
-
-    def clean_url(self):
-        url = self.cleaned_data["url"]
-        if len(url) > MAX_URL_LENGTH:  # before any lookup of what it names
-            raise ValidationError(f"Keep the URL to {MAX_URL_LENGTH:,} characters.")
-        outbound.check_url(url)
-        return url
 
 
 def _scope(request, slug):

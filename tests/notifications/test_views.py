@@ -202,3 +202,20 @@ def test_a_failed_delivery_is_sent_again_from_the_log(
     # Only a failed one: a second click is refused, and says so.
     response = client.post(resend, follow=True)
     assert "Only a failed delivery is sent again." in response.content.decode()
+
+
+def test_the_django_admin_lists_deliveries_read_only(
+    login, admin_user, vision, carol, team_hook, django_assert_max_num_queries
+):
+    from django.contrib.auth.models import Permission
+
+    admin_user.user_permissions.add(Permission.objects.get(codename="view_delivery"))
+    for _ in range(5):
+        actions.send_test(vision, by=carol)
+    client = login(admin_user)
+    with django_assert_max_num_queries(12):  # not a query per row
+        listing = client.get("/admin/notifications/delivery/")
+    assert listing.status_code == 200 and listing.content.decode().count("webhook_test") >= 5
+    detail = client.get(f"/admin/notifications/delivery/{Delivery.objects.first().pk}/change/")
+    assert detail.status_code == 200 and 'name="_save"' not in detail.content.decode()
+    assert client.get("/admin/notifications/delivery/add/").status_code == 403

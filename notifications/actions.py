@@ -238,9 +238,13 @@ def notices_posted(notices):
 # --- delivering ---
 
 
+# However many attempts are allowed, none waits longer than this.
+MAX_BACKOFF = 3600
+
+
 def backoff(attempt):
     """Seconds to wait after failed attempt number `attempt` (1, 2, ...): doubling."""
-    return settings.PORTAL_WEBHOOK_BACKOFF * 2 ** (attempt - 1)
+    return min(settings.PORTAL_WEBHOOK_BACKOFF * 2 ** (attempt - 1), MAX_BACKOFF)
 
 
 def headers(delivery, secret, timestamp, body):
@@ -294,7 +298,7 @@ def deliver(delivery_id, now=None):
             **logged,
         )
         return None
-    delay = max(backoff(attempt), min(outcome.retry_after or 0, 3600))
+    delay = max(backoff(attempt), min(outcome.retry_after or 0, MAX_BACKOFF))
     next_at = done_at + timedelta(seconds=delay)
     # queued_at: the retry's message is on its way, due then (the sweep leaves it be).
     deliveries.release(delivery_id, token, next_attempt_at=next_at, queued_at=next_at, **logged)

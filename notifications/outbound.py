@@ -114,6 +114,7 @@ class Outcome:
     status: int | None  # the receiver's HTTP status; None if there was no answer
     error: str  # '' when delivered
     retry_after: int | None = None  # seconds, from a 429 or 503's Retry-After
+    refused: bool = False  # the URL itself is not allowed (any more): nothing was sent
 
     @property
     def delivered(self):
@@ -122,7 +123,10 @@ class Outcome:
     @property
     def permanent(self):
         """Not worth retrying: the receiver refused the request itself (a gone or
-        forbidden hook). Timeouts, 408, 429 and 5xx are worth another try."""
+        forbidden hook), or we refuse the URL. Timeouts, 408, 429 and 5xx are worth
+        another try."""
+        if self.refused:
+            return True
         return (
             self.status is not None and 400 <= self.status < 500 and self.status not in (408, 429)
         )
@@ -133,7 +137,7 @@ def post(url, body, headers):
     try:
         target = check_url(url)
     except ValidationError as exc:
-        return Outcome(None, " ".join(exc.messages)[:MAX_ERROR])
+        return Outcome(None, " ".join(exc.messages)[:MAX_ERROR], refused=True)
     timeout = urllib3.Timeout(total=settings.PORTAL_WEBHOOK_TIMEOUT)
     if target.scheme == "https":
         pool = urllib3.HTTPSConnectionPool(

@@ -184,3 +184,8 @@ def test_the_lifecycle_sweep_tells_the_hooks_in_three_queries(
     assert sent.json["text"].startswith(
         f"Request #{first.pk} (Vision, 1 x H100 80GB) is active: its quota is on the cluster"
     )
+
+
+def test_the_backoff_doubles_up_to_an_hour(settings):
+    settings.PORTAL_WEBHOOK_BACKOFF = 30
+    assert [actions.backoff(n) for n in (1, 2, 3, 7, 8, 30)] == [30, 60, 120, 1920, 3600, 3600]

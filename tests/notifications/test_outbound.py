@@ -93,3 +93,4 @@ def test_post_checks_the_url_again_at_each_attempt(settings, receiver):
     settings.PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK = False
     outcome = outbound.post(receiver.url.replace("http:", "https:"), b"{}", {})
     assert "127.0.0.1 is a loopback address" in outcome.error and receiver.requests() == []
+    assert outcome.permanent  # given up at once: retrying would not change the address

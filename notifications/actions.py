@@ -177,11 +177,16 @@ def payload(notice):
         "blocks": blocks,
         "metadata": {
             "event_type": notice.event,
+            # Slack's metadata takes strings, numbers and booleans: no nulls.
             "event_payload": {
-                **notice.data,
-                "team_id": notice.team_id,
-                "url": notice.url,
-                "at": notice.at.isoformat(),
+                key: value
+                for key, value in {
+                    **notice.data,
+                    "team_id": notice.team_id,
+                    "url": notice.url,
+                    "at": notice.at.isoformat(),
+                }.items()
+                if value is not None
             },
         },
     }

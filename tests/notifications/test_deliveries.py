@@ -25,7 +25,9 @@ def test_a_submitted_request_reaches_the_team_and_the_admins_signed(
 ):
     (_, team_secret), (_, admin_secret) = team_hook, admin_hook
     with django_capture_on_commit_callbacks() as queued:
-        quota_request = submit(vision, h100, alice, gpus=3, reason="fine-tune <llama> & co")
+        quota_request = submit(
+            vision, h100, alice, gpus=3, hours=None, reason="fine-tune <llama> & co"
+        )
     assert len(queued) == 2  # the email, and the deliveries' messages
     deliver_all()
     to_team, to_admins = sorted(receiver.requests(), key=lambda r: "admins" in r.path)
@@ -44,6 +46,8 @@ def test_a_submitted_request_reaches_the_team_and_the_admins_signed(
     assert ">fine-tune &lt;llama&gt; &amp; co" in json.dumps(body["blocks"])
     assert body["metadata"]["event_type"] == "request_submitted"
     payload = body["metadata"]["event_payload"]
+    # Open-ended: no end, and no null for it (Slack's metadata takes none).
+    assert "ends_at" not in payload and None not in payload.values()
     assert (payload["quota_request"], payload["team"], payload["gpus"]) == (
         quota_request.pk,
         "vision",

@@ -65,6 +65,11 @@ def test_the_test_button_delivers_a_test_notice(
     assert "Test notification for Vision, sent by carol" in sent.json["text"]
     log = client.get(page(vision)).content.decode()
     assert f'id="delivery-{delivery.pk}"' in log and "Delivered" in log and "HTTP 200" in log
+    # The body as sent, for whoever debugs the receiver (escaped on the page).
+    assert (
+        "Test notification for Vision, sent by carol"
+        in log.split(f'id="delivery-{delivery.pk}"')[1]
+    )
 
 
 def test_remove_asks_first_then_deletes(login, carol, vision, team_hook):

@@ -16,6 +16,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, Sum
+from django.urls import reverse
 from django.utils import timezone
 
 from batch import manifests
@@ -23,6 +24,7 @@ from batch.models import BatchJob, BatchJobEvent, JobSync, WatchState
 from cluster import kube
 from cluster.outbox import Outbox
 from gpu_requests import hooks
+from gpu_requests.notices import Notice, absolute
 from provisioning.manifests import namespace_name
 
 log = logging.getLogger(__name__)
@@ -264,7 +266,7 @@ def record(obj, *, cluster, now=None):
     job_id = _job_id(obj)
     if job_id is None:
         return None
-    job = BatchJob.objects.select_related("team").filter(pk=job_id).first()
+    job = BatchJob.objects.select_related("team", "flavor").filter(pk=job_id).first()
     if job is None or job.status not in (Status.RELEASED, Status.RUNNING):
         return None
     namespace = job_namespace(job.team)
@@ -294,6 +296,7 @@ def record(obj, *, cluster, now=None):
             )
             if moved:
                 hooks.quota_changed(job.team_id)
+                hooks.notice(_outcome_notice(job, reason))
                 if to == Status.PREEMPTED:
                     _requeue(job)  # the sync then deletes its Job
                 changed([job.pk])
@@ -301,6 +304,30 @@ def record(obj, *, cluster, now=None):
 
                 transaction.on_commit(lambda: request_plan("job finished"))
         return to if moved else None
+
+
+def _outcome_notice(job, reason):
+    """A finished (or preempted) job, for the team's and the admins' webhooks."""
+    status = Status(job.status)
+    return Notice(
+        event=f"batch_job_{status.value}",
+        team_id=job.team_id,
+        title=f"Batch job #{job.pk} “{job.name}” of {job.team.name}: {status.label.lower()}",
+        url=absolute(reverse("batch_job_detail", args=[job.pk])),
+        text=reason,
+        facts=(
+            ("Team", job.team.name),
+            ("GPUs", f"{job.total_gpus} x {job.flavor.name}"),
+            ("Status", status.label),
+        ),
+        data={
+            "batch_job": job.pk,
+            "team": job.team.slug,
+            "flavor": job.flavor.slug,
+            "status": status.value,
+            "used_gpu_seconds": job.used_gpu_seconds,
+        },
+    )
 
 
 def _transition(job, to, action, reason, **fields):
@@ -312,6 +339,8 @@ def _transition(job, to, action, reason, **fields):
             job=job, action=action, from_status=job.status, to_status=to, reason=reason
         )
         job.status = to
+        for name, value in fields.items():
+            setattr(job, name, value)
     return moved
 
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import capacity, emails, hooks
+from gpu_requests import capacity, hooks, notices
 from gpu_requests.models import (
     MAX_TEXT_LENGTH,
     AuditEvent,
@@ -301,9 +301,7 @@ def submit(
             from_status=follows.status,
             to_status=follows.status,
         )
-    # robust: a mail server that is down is logged, and does not undo or
-    # hide a request that is already saved.
-    transaction.on_commit(lambda: emails.send_new_request(quota_request.pk), robust=True)
+    notices.submitted(quota_request)  # the email after commit, the webhooks' deliveries now
     return quota_request
 
 
@@ -337,7 +335,7 @@ def approve(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
+    notices.decided(quota_request, decision)
     if quota_request.starts_at <= now:
         # The approval above already queued the cluster's update.
         _move(
@@ -362,7 +360,7 @@ def reject(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
+    notices.decided(quota_request, decision)
     return quota_request
 
 
@@ -393,7 +391,7 @@ def revoke(quota_request, *, by, reason=""):
         actor=by,
         reason=reason,
     )
-    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
+    notices.decided(quota_request, decision)
     return quota_request
 
 
@@ -453,8 +451,9 @@ _SWEEP_TARGET = {Action.EXPIRE: Status.EXPIRED, Action.ACTIVATE: Status.ACTIVE}
 
 @transaction.atomic
 def _move_due(rows, *, action):
-    """Move up to SWEEP_BATCH of `rows` by `action`; how many moved. Four queries
-    and what the quota-changed callbacks write for all the teams at once."""
+    """Move up to SWEEP_BATCH of `rows` by `action`; how many moved. Four queries,
+    what the quota-changed callbacks write for all the teams at once, and the
+    notices (a query for the rows' names, and what the channels write)."""
     to = _SWEEP_TARGET[action]
     locked = list(
         rows.select_for_update(skip_locked=True)
@@ -478,6 +477,7 @@ def _move_due(rows, *, action):
         for pk, team_id, from_status in locked
     )
     hooks.quota_changed_many(team_id for _, team_id, _ in locked)
+    notices.moved_by_sweep([pk for pk, _, _ in locked], to)
     return len(locked)
 
 
@@ -511,7 +511,8 @@ def can_comment(user, quota_request):
 @transaction.atomic
 def comment(quota_request, *, by, body):
     """Add a comment; the others in the thread (requester, managers who are in it,
-    reviewers who are, or all reviewers while nobody reviewing has spoken) get it by mail."""
+    reviewers who are, or all reviewers while nobody reviewing has spoken) get it by mail;
+    the team's and the admins' webhooks get it too."""
     if not can_comment(by, quota_request):
         raise NotAllowed("Only the requester, the team's managers and reviewers comment here.")
     body = body.strip()
@@ -529,7 +530,7 @@ def comment(quota_request, *, by, body):
         from_status=quota_request.status,
         to_status=quota_request.status,
     )
-    transaction.on_commit(lambda: emails.send_comment(note.pk), robust=True)
+    notices.commented(note)
     return note
 
 

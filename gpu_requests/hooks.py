@@ -27,12 +27,18 @@ Without one, the sweep calls the callback once per team.
 Events:
 - quota changed: the team's reserved quota changed (approved, activated,
   revoked, expired, or the team archived);
-- members changed: who belongs to the team changed (the Django admin).
+- members changed: who belongs to the team changed (the Django admin);
+- notice: people are told something (a request submitted, decided or commented
+  on): `gpu_requests.notices` sends the email after commit and hands the same
+  `Notice` to each callback here, in the transaction (the webhooks record
+  their deliveries there).
 """
 
 _quota_changed = []
 _extra_quota = []
 _members_changed = []
+_notice = []
+_notice_many = {}  # callback -> its set-based twin
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -94,3 +100,30 @@ def extra_quota(team_ids):
 def members_changed(team_id):
     for callback in _members_changed:
         callback(team_id)
+
+
+def on_notice(callback, *, many=None):
+    """Call `callback(notice)` (a `gpu_requests.notices.Notice`) in the transaction of
+    everything people are told about (`many(notices)` instead, if given, when the
+    lifecycle sweep tells of many at once)."""
+    if many is not None:
+        _notice_many[callback] = many
+    return _register(_notice, callback)
+
+
+def notice(notice):
+    for callback in _notice:
+        callback(notice)
+
+
+def notices(notices):
+    """Several notices from one transaction: each callback's set-based twin once."""
+    if not notices:
+        return
+    for callback in _notice:
+        many = _notice_many.get(callback)
+        if many is not None:
+            many(notices)
+        else:
+            for one in notices:
+                callback(one)

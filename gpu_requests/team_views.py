@@ -88,6 +88,7 @@ def team_page(request, slug):
 
 def _team_context(request, team, form):
     """Members, the add form and a page of the team's audit history. Five queries."""
+    can_manage = actions.can_manage(request.user, team)
     history = Paginator(
         AuditEvent.objects.filter(team=team)
         .select_related("actor", "quota_request")
@@ -97,7 +98,8 @@ def _team_context(request, team, form):
     return {
         "team": team,
         "members": team.memberships.select_related("user").order_by("user__username"),
-        "manage": actions.can_manage(request.user, team) and not team.is_archived,
+        "manage": can_manage and not team.is_archived,
+        "can_manage": can_manage,
         "form": form,
         "roles": Membership.Role.choices,
         "page": history,

@@ -175,6 +175,7 @@ INSTALLED_APPS = [
     "billing",
     "provisioning",
     "batch",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -558,4 +559,26 @@ CELERY_BEAT_SCHEDULE |= {
         "task": "billing.ingest_closed_hours",
         "schedule": PORTAL_BILLING_INTERVAL,
     },
+}
+
+# Outgoing webhooks (notifications/): each delivery is tried at most
+# PORTAL_WEBHOOK_MAX_ATTEMPTS times, waiting PORTAL_WEBHOOK_BACKOFF seconds
+# after the first failure and twice as long after each next one.
+PORTAL_WEBHOOK_TIMEOUT = env_int("PORTAL_WEBHOOK_TIMEOUT", 10, minimum=1)
+PORTAL_WEBHOOK_MAX_ATTEMPTS = env_int("PORTAL_WEBHOOK_MAX_ATTEMPTS", 6, minimum=1)
+PORTAL_WEBHOOK_BACKOFF = env_int("PORTAL_WEBHOOK_BACKOFF", 30, minimum=1)
+# Private, loopback and link-local addresses are refused (a webhook must not
+# reach the portal's own network) unless this is on (an on-premises receiver).
+PORTAL_WEBHOOK_ALLOW_PRIVATE = env_bool("PORTAL_WEBHOOK_ALLOW_PRIVATE", False)
+# Plain http to a loopback address (a receiver on the developer's machine).
+PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK = env_bool("PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK", DEBUG)
+PORTAL_WEBHOOK_SWEEP_INTERVAL = env_int("PORTAL_WEBHOOK_SWEEP_INTERVAL", 10, minimum=1)
+# Delivered and failed deliveries leave the log after this many days (hourly).
+PORTAL_WEBHOOK_LOG_DAYS = env_int("PORTAL_WEBHOOK_LOG_DAYS", 30, minimum=1)
+CELERY_BEAT_SCHEDULE |= {
+    "notifications-sweep": {
+        "task": "notifications.sweep",
+        "schedule": PORTAL_WEBHOOK_SWEEP_INTERVAL,
+    },
+    "notifications-prune": {"task": "notifications.prune", "schedule": 3600},
 }

@@ -267,8 +267,9 @@ def test_the_sweep_is_set_based_one_event_per_request_one_mark_per_team(
     later = timezone.now() + timedelta(minutes=2)
     # Expiry: savepoint, an empty locked read, release. Activation: savepoint, locked read,
     # one UPDATE, one INSERT of the events, release; and the teams' sync marks in one go
-    # (provisioning's set-based callback: savepoint, INSERT of missing rows, UPDATE, release).
-    with django_assert_num_queries(3 + 5 + 4):
+    # (provisioning's set-based callback: savepoint, INSERT of missing rows, UPDATE, release);
+    # the notices: the moved rows' names, the webhooks to tell (none here).
+    with django_assert_num_queries(3 + 5 + 4 + 2):
         moved = actions.advance_lifecycle(now=later)
     assert moved == {"expired": 0, "activated": 9}
     assert QuotaRequest.objects.filter(status=Status.ACTIVE).count() == 9

@@ -86,7 +86,7 @@ class UsageView(APIView):
             rows = rows.filter(hour__lt=params["to"])
         if group_by == "workload":
             results = [
-                {**row, "reserved_unallocated_gpu_hours": 0}
+                {**row, "reserved_unallocated_gpu_hours": 0, "lost_gpu_hours": 0, "credit": 0}
                 for row in queries.workload_usage(rows, extra=("team__slug",))
             ]
         else:

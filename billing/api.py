@@ -111,7 +111,7 @@ def _usage_row(row, currency):
             out[key.removesuffix("__slug")] = value
         elif key.endswith("__name") or key in ("gpus",):
             continue
-        elif key.endswith(("_gpu_hours", "cost")):
+        elif key.endswith(("_gpu_hours", "cost", "credit")):
             out[key] = str(round(value, 4 if key.endswith("hours") else 2))
         else:
             out[key] = value

@@ -31,6 +31,7 @@ class Pod:
     end: datetime
     devices: list = field(default_factory=list)
     owner: tuple = ("<none>", "<none>")
+    ends_as: str = "Succeeded"  # Failed: killed (a spot reclaim, an XID)
 
     @property
     def uid(self):
@@ -97,9 +98,11 @@ def openmetrics(nodes, pods, start, end):
             )
             phase = "Pending" if moment < pod.start else "Running"
             if moment >= pod.end:
-                phase = "Succeeded"
-            for each in ("Pending", "Running", "Succeeded"):
+                phase = pod.ends_as
+            for each in ("Pending", "Running", "Succeeded", "Failed"):
                 add("kube_pod_status_phase", ident + [("phase", each)], moment, int(each == phase))
+            if moment >= pod.start:
+                add("kube_pod_start_time", ident, moment, int(pod.start.timestamp()))
             add(
                 "kube_pod_owner",
                 ident

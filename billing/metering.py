@@ -302,13 +302,13 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
                 readings,
                 [values[timestamp] for _, _, values in memories if timestamp in values],
             )
-        ended = _lost_run(running, steps, listed, step)
-        if ended is not None:
+        end = _lost_run(running, steps, listed, step)
+        if end is not None:
             uid = labels.get("uid", "")
             gpus = {key[:2] for key, _, _ in devices}
-            if uid in reclaimed or _hit_by_xid(gpus, xids, running[0][0], ended, step):
+            if uid in reclaimed or _hit_by_xid(gpus, xids, running[0][0], end, step):
                 started = starts.get((namespace, pod, uid)) or running[0][0]
-                totals.lost += int(max(ended - started, 0)) * running[-1][1]
+                totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
 
     # A kube-state-metrics gap: requests and phases are unknown, but the exporter
     # still names the pod holding each device (it reads the kubelet's
@@ -368,27 +368,29 @@ def _read(load, readings, memory):
 
 
 def _lost_run(running, steps, listed, step):
-    """When a pod's run ended inside the hour (the end of its last running step),
-    or None: still running at the hour's end, or its end fell in a scrape gap."""
+    """(when the run ended, the first step kube-state-metrics saw it not running)
+    if a pod's run ended inside the hour, else None: still running at the
+    hour's end, or the rest of the hour a scrape gap. The end is the end of
+    its last running step (a gap after it hides when exactly it stopped)."""
     if not running or not steps:
         return None
     last = running[-1][0]
-    after = [t for t in steps if t > last]
-    if not after or after[0] not in listed:
-        return None
-    return last + step
+    seen = next((t for t in steps if t > last and t in listed), None)
+    return None if seen is None else (last + step, seen)
 
 
-def _hit_by_xid(gpus, xids, first, ended, step):
-    """A GPU of the pod reported a new XID that is not the application's at the
-    pod's last running step or the next one."""
+def _hit_by_xid(gpus, xids, first, end, step):
+    """A GPU of the pod reported a new XID that is not the application's
+    between the pod's last running step and the step it was seen stopped."""
+    ended, seen = end
     for gpu in gpus:
         codes = xids.get(gpu, {})
         before = codes.get(first, 0)
-        for moment in (ended - step, ended):
-            code = int(codes.get(moment, 0))
-            if code and code != before and code not in APPLICATION_XIDS:
-                return True
+        for moment, code in codes.items():
+            if ended - step <= moment <= seen:
+                code = int(code)
+                if code and code != before and code not in APPLICATION_XIDS:
+                    return True
     return False
 
 

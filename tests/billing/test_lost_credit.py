@@ -192,3 +192,11 @@ def test_the_credit_comes_off_the_spend_on_the_page_the_api_and_the_csv(credited
     rows = {r["flavor__slug"]: r for r in csv.DictReader(io.StringIO(export.content.decode()))}
     assert Decimal(rows["h100"]["lost_gpu_hours"]) == 1
     assert Decimal(rows["h100"]["credit"]) == 4
+
+
+def test_the_admin_table_shows_each_teams_credit(credited, client, admin_user):
+    client.force_login(admin_user)
+    page = client.get("/billing/admin/", {"month": "2026-11", "sort": "credit"})
+    assert page.status_code == 200
+    assert "Credit (lost GPU time)" in page.content.decode()
+    assert '<td class="num">4.38 USD</td>' in page.content.decode()

@@ -380,14 +380,16 @@ def _lost_run(running, steps, listed, step):
 
 
 def _hit_by_xid(gpus, xids, first, end, step):
-    """A GPU of the pod reported a new XID that is not the application's
-    between the pod's last running step and the step it was seen stopped."""
+    """A GPU of the pod reported a new XID that is not the application's from
+    the pod's last running step to two steps after it was seen stopped (the
+    exporter and kube-state-metrics are scraped apart: the XID can show a
+    scrape later)."""
     ended, seen = end
     for gpu in gpus:
         codes = xids.get(gpu, {})
         before = codes.get(first, 0)
         for moment, code in codes.items():
-            if ended - step <= moment <= seen:
+            if ended - step <= moment <= seen + 2 * step:
                 code = int(code)
                 if code and code != before and code not in APPLICATION_XIDS:
                     return True

@@ -57,8 +57,9 @@ def _labels(pairs):
     return "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
 
 
-def openmetrics(nodes, pods, start, end):
-    """The text promtool turns into blocks: samples over [start, end)."""
+def openmetrics(nodes, pods, start, end, hostname_label="Hostname"):
+    """The text promtool turns into blocks: samples over [start, end).
+    `hostname_label`: `hostname` is what the exporter's main branch writes."""
     families = {}
 
     def add(metric, labels, moment, value):
@@ -119,7 +120,7 @@ def openmetrics(nodes, pods, start, end):
             ]
             if device.mig_profile:
                 labels += [("GPU_I_PROFILE", device.mig_profile), ("GPU_I_ID", device.instance)]
-            labels += [("Hostname", pod.node), ("container", "main")]
+            labels += [(hostname_label, pod.node), ("container", "main")]
             labels += [("namespace", pod.namespace), ("pod", pod.name)]
             for index, moment in enumerate(minutes(pod.start, pod.end)):
                 value = device.activity(index)

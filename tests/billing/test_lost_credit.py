@@ -13,7 +13,7 @@ import time_machine
 
 from batch import actions as batch_actions
 from batch.models import BatchJob, ImageRule
-from billing import actions
+from billing import actions, health
 from billing.models import TeamUsage
 from tests.billing import history
 from tests.billing.history import Device, Node, Pod
@@ -202,3 +202,22 @@ def test_the_admin_table_shows_each_teams_credit(credited, client, admin_user):
     assert page.status_code == 200
     assert "Credit (lost GPU time)" in page.content.decode()
     assert '<td class="num">4.38 USD</td>' in page.content.decode()
+
+
+def test_the_hostname_label_is_a_setting(settings, catalog, vision):
+    """The exporter's main branch writes `hostname`: with the setting, the XID's
+    node is known (GPU health) and the run it killed is still credited."""
+    require_prometheus()
+    settings.PORTAL_BILLING_STEP = 60
+    text = history.openmetrics(NODES, PODS[1:2], H9, H10 + timedelta(hours=1), "hostname")
+    with tempfile.TemporaryDirectory(prefix="billing-hostname-") as directory:
+        load_openmetrics(text, directory)
+        with running_prometheus(directory) as url:
+            settings.PORTAL_PROMETHEUS_URL = url
+            (unnamed,) = health.xid_events(at=H10 + timedelta(hours=1))
+            settings.PORTAL_BILLING_LABEL_HOSTNAME = "hostname"
+            (named,) = health.xid_events(at=H10 + timedelta(hours=1))
+            actions.ingest_hour(H10)
+    assert (unnamed["node"], named["node"]) == ("", "gpu-h100-0")
+    assert named["pod"] == "train-xid" and named["code"] == 79
+    assert row(H10, "h100").lost_seconds == 2 * 30 * 60

@@ -292,8 +292,8 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
                 readings = readings[:requested]
                 metered = len(readings)
                 active = sum(r >= threshold for r in readings)
-            _add(totals, load, requested * step, active * step, (metered - active) * step, spot)
-            _add(totals, load, 0, 0, 0, spot, unmetered=(requested - metered) * step)
+            idle, unmetered = (metered - active) * step, (requested - metered) * step
+            _add(totals, load, requested * step, active * step, idle, spot, unmetered)
             if load is None:
                 continue
             load.gpus = max(load.gpus, requested)

@@ -12,7 +12,7 @@ against Prometheus' own time.
    against hand-written GROUP BY queries giving the same answer; prints the
    ratio and the query count.
 3. Writes an hour of history for `--gpus` GPUs (one pod each), loads it with
-   promtool into a Prometheus, and times `ingest_hour` against the six
+   promtool into a Prometheus, and times `ingest_hour` against the eight
    PromQL queries alone (`metering.fetch_hour`).
 """
 
@@ -141,8 +141,11 @@ RAW_TEAM = [
     """SELECT f.slug, SUM(u.allocated_seconds) / 3600.0, SUM(u.active_seconds) / 3600.0,
               SUM(u.idle_seconds) / 3600.0, SUM(u.unmetered_seconds) / 3600.0,
               SUM(u.reserved_seconds) / 3600.0, SUM(u.reserved_unallocated_seconds) / 3600.0,
-              SUM(u.idle_seconds * u.price) / 3600, SUM(u.allocated_seconds * u.price) / 3600,
-              SUM((u.allocated_seconds + u.reserved_unallocated_seconds) * u.price) / 3600
+              SUM(u.lost_seconds) / 3600.0, SUM(u.lost_seconds * u.price) / 3600,
+              SUM(u.idle_seconds * u.price) / 3600,
+              SUM((u.allocated_seconds - u.lost_seconds) * u.price) / 3600,
+              SUM((u.allocated_seconds + u.reserved_unallocated_seconds
+                   - u.lost_seconds) * u.price) / 3600
        FROM billing_teamusage u JOIN gpu_requests_flavor f ON f.id = u.flavor_id
        WHERE u.team_id = %(team)s AND u.hour >= %(start)s AND u.hour < %(end)s
        GROUP BY f.slug, f.name ORDER BY f.slug""",
@@ -151,8 +154,11 @@ RAW_TEAM = [
               SUM(u.active_seconds) / 3600.0, SUM(u.idle_seconds) / 3600.0,
               SUM(u.unmetered_seconds) / 3600.0, SUM(u.reserved_seconds) / 3600.0,
               SUM(u.reserved_unallocated_seconds) / 3600.0,
-              SUM(u.idle_seconds * u.price) / 3600, SUM(u.allocated_seconds * u.price) / 3600,
-              SUM((u.allocated_seconds + u.reserved_unallocated_seconds) * u.price) / 3600
+              SUM(u.lost_seconds) / 3600.0, SUM(u.lost_seconds * u.price) / 3600,
+              SUM(u.idle_seconds * u.price) / 3600,
+              SUM((u.allocated_seconds - u.lost_seconds) * u.price) / 3600,
+              SUM((u.allocated_seconds + u.reserved_unallocated_seconds
+                   - u.lost_seconds) * u.price) / 3600
        FROM billing_teamusage u
        WHERE u.team_id = %(team)s AND u.hour >= %(start)s AND u.hour < %(end)s
        GROUP BY 1 ORDER BY 1""",
@@ -181,8 +187,11 @@ RAW_ADMIN = [
     """SELECT t.slug, SUM(u.allocated_seconds) / 3600.0, SUM(u.active_seconds) / 3600.0,
               SUM(u.idle_seconds) / 3600.0, SUM(u.unmetered_seconds) / 3600.0,
               SUM(u.reserved_seconds) / 3600.0, SUM(u.reserved_unallocated_seconds) / 3600.0,
-              SUM(u.idle_seconds * u.price) / 3600, SUM(u.allocated_seconds * u.price) / 3600 AS c,
-              SUM((u.allocated_seconds + u.reserved_unallocated_seconds) * u.price) / 3600,
+              SUM(u.lost_seconds) / 3600.0, SUM(u.lost_seconds * u.price) / 3600,
+              SUM(u.idle_seconds * u.price) / 3600,
+              SUM((u.allocated_seconds - u.lost_seconds) * u.price) / 3600 AS c,
+              SUM((u.allocated_seconds + u.reserved_unallocated_seconds - u.lost_seconds)
+                  * u.price) / 3600,
               b.monthly_amount
        FROM billing_teamusage u JOIN gpu_requests_team t ON t.id = u.team_id
        LEFT JOIN billing_budget b ON b.team_id = t.id

@@ -148,6 +148,7 @@ def _rows(hour, measured, flavors, card):
                 spot_seconds=figures.spot,
                 reserved_seconds=held,
                 reserved_unallocated_seconds=max(held - figures.allocated, 0),
+                lost_seconds=figures.lost,
                 price_factor=factor.quantize(FACTOR_PLACES),
                 price=priced(rates[flavor_id], factor),
             )
@@ -201,7 +202,7 @@ def _digest(*row_lists):
 def ingest_hour(hour, *, now=None):
     """Meter one hour into the ledger. Returns True if rows changed.
 
-    Six Prometheus queries, then one transaction that replaces the hour's
+    Eight Prometheus queries, then one transaction that replaces the hour's
     rows, or writes nothing when they would come out the same. When
     Prometheus cannot answer, the hour stays pending (with the error and an
     attempt counted) and the PrometheusError is raised: never a zero hour.
@@ -224,6 +225,8 @@ def ingest_hour(hour, *, now=None):
         teams_by_namespace(),
         settings.PORTAL_BILLING_STEP,
         settings.PORTAL_BILLING_IDLE_THRESHOLD,
+        hour=hour,
+        reclaimed=batchwindows.reclaimed_pods(hour),
     )
     return write_hour(hour, measured, flavors, now=now)
 

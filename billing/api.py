@@ -86,7 +86,7 @@ class UsageView(APIView):
             rows = rows.filter(hour__lt=params["to"])
         if group_by == "workload":
             results = [
-                {**row, "reserved_unallocated_gpu_hours": 0}
+                {**row, "reserved_unallocated_gpu_hours": 0, "lost_gpu_hours": 0, "credit": 0}
                 for row in queries.workload_usage(rows, extra=("team__slug",))
             ]
         else:
@@ -111,7 +111,7 @@ def _usage_row(row, currency):
             out[key.removesuffix("__slug")] = value
         elif key.endswith("__name") or key in ("gpus",):
             continue
-        elif key.endswith(("_gpu_hours", "cost")):
+        elif key.endswith(("_gpu_hours", "cost", "credit")):
             out[key] = str(round(value, 4 if key.endswith("hours") else 2))
         else:
             out[key] = value

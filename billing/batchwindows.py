@@ -1,7 +1,10 @@
 """What billing needs from the batch app, for one hour: the off-peak factor of
-each batch Job that ran in a window, and the GPU-seconds windows set aside.
+each batch Job that ran in a window, the GPU-seconds windows set aside, and
+the pods batch saw lost to spot reclaims.
 
-Two queries (windows with their capacities, and the batch jobs of the hour).
+Billing reads batch, never the other way round (docs/architecture.md: apps on
+top import each other one way only, and billing already prices batch windows).
+A query or two each.
 """
 
 from collections import defaultdict
@@ -9,6 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
+from django.db.models import Q
 
 from batch.models import BatchJob, BatchWindow
 from provisioning.manifests import namespace_name
@@ -47,3 +51,13 @@ def set_aside_seconds(hour):
             for capacity in window.capacities.all():
                 set_aside[capacity.flavor_id] += int(seconds) * capacity.gpus
     return dict(set_aside)
+
+
+def reclaimed_pods(hour):
+    """Uids of batch pods lost to a spot reclaim (a DisruptionTarget condition:
+    batch's watch records them, `BatchJob.disrupted_pods`), of the jobs that
+    were not finished before the hour."""
+    unfinished = Q(finished_at__isnull=True) | Q(finished_at__gte=hour)
+    jobs = BatchJob.objects.filter(unfinished | ~Q(status__in=BatchJob.FINISHED))
+    rows = jobs.filter(created_at__lt=hour + HOUR).values_list("disrupted_pods", flat=True)
+    return frozenset(uid for uids in rows for uid in uids or ())

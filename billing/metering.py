@@ -1,7 +1,7 @@
 """One closed hour of Prometheus data turned into ledger rows.
 
-`fetch_hour` asks Prometheus six cluster-wide questions (four range queries
-at the sample step, two instant queries at the hour's end); `measure` is a
+`fetch_hour` asks Prometheus eight cluster-wide questions (five range queries
+at the sample step, three instant queries at the hour's end); `measure` is a
 pure function of their answers; `billing.actions.ingest_hour` writes the rows.
 
 Range queries, not subqueries: each is evaluated at every step of
@@ -12,6 +12,7 @@ pod's end, and makes a scrape gap a gap (unmetered), not an echo of the
 sample before it.
 """
 
+import bisect
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ def _regex(values):
 
 
 OWNERS = "max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
+STARTS = "max by (namespace, pod, uid) (last_over_time(kube_pod_start_time[1h]))"
+# XIDs the device plugin puts down to the application (k8s-device-plugin's
+# health check skips them): the GPU is fine, the lost run is not credited.
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
 
 
 def queries(resources, step=None):
@@ -50,6 +55,7 @@ def queries(resources, step=None):
     window = f"{step * 1000 - 1}ms"
     pod = settings.PORTAL_BILLING_LABEL_POD
     node = settings.PORTAL_BILLING_LABEL_NODE
+    hostname = settings.PORTAL_BILLING_LABEL_HOSTNAME
     wanted = _regex(resources)
     return {
         # GPUs requested by running pods, per pod, node and resource.
@@ -73,13 +79,17 @@ def queries(resources, step=None):
             f"sum by ({node}, resource) (last_over_time("
             f'kube_node_status_allocatable{{resource=~"{wanted}"}}[{window}]))'
         ),
-        # Instant, at the hour's end: who owns each pod, and the nodes' labels.
+        # The last XID of every GPU (a gauge holding the code), pods or not.
+        "xid": f"max by ({hostname}, gpu) (last_over_time(DCGM_FI_DEV_XID_ERRORS[{window}]))",
+        # Instant, at the hour's end: who owns each pod, when each started, and
+        # the nodes' labels.
         "owners": OWNERS,
+        "starts": STARTS,
         "node_labels": "last_over_time(kube_node_labels[1h])",
     }
 
 
-RANGE_QUERIES = ("allocation", "activity", "framebuffer", "capacity")
+RANGE_QUERIES = ("allocation", "activity", "framebuffer", "capacity", "xid")
 
 
 def fetch_hour(hour, flavors, step=None):
@@ -107,6 +117,7 @@ class Figures:
     idle: int = 0
     unmetered: int = 0
     spot: int = 0  # of allocated, on spot nodes
+    lost: int = 0  # GPU-seconds of runs lost to a spot reclaim or an XID, credited
 
 
 @dataclass
@@ -201,8 +212,13 @@ def _devices(by_pod, namespace, pod, resource):
     return [d for d in by_pod.get((namespace, pod), []) if _matches_resource(d[1], resource)]
 
 
-def measure(answers, flavors, teams_by_namespace, step, threshold):
-    """Ledger figures of one hour from `fetch_hour`'s answers (no I/O)."""
+def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None, reclaimed=()):
+    """Ledger figures of one hour from `fetch_hour`'s answers (no I/O).
+
+    `hour` (its start) lets a kube-state-metrics scrape gap be told from idle
+    capacity; `reclaimed` are the uids of pods lost to spot reclaims (the
+    batch app records them).
+    """
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod_label = settings.PORTAL_BILLING_LABEL_POD
     node_label = settings.PORTAL_BILLING_LABEL_NODE
@@ -215,16 +231,39 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
         )
         for s in answers.get("owners", [])
     }
+    starts = {
+        (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("uid", "")): (
+            s.points[0][1] if s.points else None
+        )
+        for s in answers.get("starts", [])
+    }
+    xids = {_device_key(s.labels)[:2]: dict(s.points) for s in answers.get("xid", [])}
     activity = _by_pod(answers.get("activity", []), ns_label, pod_label)
     framebuffer = _by_pod(answers.get("framebuffer", []), ns_label, pod_label)
     threshold = float(threshold)
+    # Steps kube-state-metrics was scraped at: every scrape has the nodes' allocatable.
+    listed = {t for s in answers.get("capacity", []) for t, _ in s.points}
+    steps = [] if hour is None else [hour.timestamp() + i * step for i in range(3600 // step)]
+    gaps = [t for t in steps if t not in listed]
 
     team, workload, other = defaultdict(Figures), defaultdict(Workload), defaultdict(Figures)
+
+    def targets(namespace, pod, flavor):
+        team_id = teams_by_namespace.get(namespace)
+        if team_id is None:
+            return other[flavor.pk], None
+        kind, name = owners.get((namespace, pod), ("", ""))
+        if not kind or kind == "<none>":
+            kind, name = "Pod", pod
+        return team[(team_id, flavor.pk)], workload[(team_id, namespace, kind, name, flavor.pk)]
+
+    pods = {}  # (namespace, pod) -> (resource, node): what kube-state-metrics said
     for series in answers.get("allocation", []):
         labels = series.labels
         namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
         resource = labels.get("resource", "")
         node = labels.get(node_label, "")
+        pods[(namespace, pod)] = (resource, node)
         flavor = resolve(resource, node)
         if flavor is None:
             continue
@@ -232,20 +271,13 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
         time_sliced = flavor.sharing == Flavor.Sharing.TIME_SLICED
         devices = _devices(activity, namespace, pod, resource)
         memories = _devices(framebuffer, namespace, pod, resource)
-        team_id = teams_by_namespace.get(namespace)
-        if team_id is None:
-            totals = other[flavor.pk]
-            load = None
-        else:
-            totals = team[(team_id, flavor.pk)]
-            kind, name = owners.get((namespace, pod), ("", ""))
-            if not kind or kind == "<none>":
-                kind, name = "Pod", pod
-            load = workload[(team_id, namespace, kind, name, flavor.pk)]
+        totals, load = targets(namespace, pod, flavor)
+        running = []
         for timestamp, value in series.points:
             requested = int(value)
             if requested <= 0:
                 continue
+            running.append((timestamp, requested))
             # One sample per device; a device copied to several pods (time-
             # slicing) is counted once per pod's share, never once per copy.
             samples = {key: values[timestamp] for key, _, values in devices if timestamp in values}
@@ -260,37 +292,128 @@ def measure(answers, flavors, teams_by_namespace, step, threshold):
                 readings = readings[:requested]
                 metered = len(readings)
                 active = sum(r >= threshold for r in readings)
-            figures = (requested * step, active * step, (metered - active) * step)
-            unmetered = (requested - metered) * step
-            for target in (totals, load) if load is not None else (totals,):
-                target.allocated += figures[0]
-                target.active += figures[1]
-                target.idle += figures[2]
-                target.unmetered += unmetered
-                if spot:
-                    target.spot += figures[0]
+            idle, unmetered = (metered - active) * step, (requested - metered) * step
+            _add(totals, load, requested * step, active * step, idle, spot, unmetered)
             if load is None:
                 continue
             load.gpus = max(load.gpus, requested)
-            for reading in readings:
-                load.activity_total += reading
-                load.samples += 1
-                band = str(activity_band(reading))
-                load.histogram[band] = load.histogram.get(band, 0) + 1
-            used = [values[timestamp] for _, _, values in memories if timestamp in values]
-            if used:
-                load.fb_peak = max(load.fb_peak or 0.0, max(used))
+            _read(
+                load,
+                readings,
+                [values[timestamp] for _, _, values in memories if timestamp in values],
+            )
+        end = _lost_run(running, steps, listed, step)
+        if end is not None:
+            uid = labels.get("uid", "")
+            gpus = {key[:2] for key, _, _ in devices}
+            if uid in reclaimed or _hit_by_xid(gpus, xids, running[0][0], end, step):
+                started = starts.get((namespace, pod, uid)) or running[0][0]
+                totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
+
+    # A kube-state-metrics gap: requests and phases are unknown, but the exporter
+    # still names the pod holding each device (it reads the kubelet's
+    # pod-resources API). Each such device-step is allocated and unmetered.
+    gap_steps = set(gaps)
+    offered = defaultdict(set)  # node -> the resources it offers
+    for series in answers.get("capacity", []):
+        offered[series.labels.get(node_label, "")].add(series.labels.get("resource", ""))
+    held = defaultdict(set)  # (namespace, pod, resource, node, timestamp) -> device keys
+    for (namespace, pod), found in activity.items():
+        for key, profile, values in found:
+            node = key[0]
+            resource = _resource_of(profile, pods.get((namespace, pod)), offered.get(node, ()))
+            for timestamp in gap_steps.intersection(values):
+                held[(namespace, pod, resource, node, timestamp)].add(key)
+    for (namespace, pod, resource, node, _), keys in held.items():
+        flavor = resolve(resource, node)
+        if flavor is None:
+            continue
+        totals, load = targets(namespace, pod, flavor)
+        _add(
+            totals, load, len(keys) * step, 0, 0, resolve.is_spot(node), unmetered=len(keys) * step
+        )
+        if load is not None:
+            load.gpus = max(load.gpus, len(keys))
 
     capacity, spot_capacity = defaultdict(int), defaultdict(int)
     for series in answers.get("capacity", []):
         node = series.labels.get(node_label, "")
         flavor = resolve(series.labels.get("resource", ""), node)
         if flavor is not None:
-            seconds = int(sum(value for _, value in series.points) * step)
+            seconds = int((sum(v for _, v in series.points) + _carried(series.points, gaps)) * step)
             capacity[flavor.pk] += seconds
             if resolve.is_spot(node):
                 spot_capacity[flavor.pk] += seconds
     return Measured(dict(team), dict(workload), dict(other), dict(capacity), dict(spot_capacity))
+
+
+def _add(totals, load, allocated, active, idle, spot, unmetered=0):
+    for target in (totals, load) if load is not None else (totals,):
+        target.allocated += allocated
+        target.active += active
+        target.idle += idle
+        target.unmetered += unmetered
+        if spot:
+            target.spot += allocated
+
+
+def _read(load, readings, memory):
+    for reading in readings:
+        load.activity_total += reading
+        load.samples += 1
+        band = str(activity_band(reading))
+        load.histogram[band] = load.histogram.get(band, 0) + 1
+    if memory:
+        load.fb_peak = max(load.fb_peak or 0.0, max(memory))
+
+
+def _lost_run(running, steps, listed, step):
+    """(when the run ended, the first step kube-state-metrics saw it not running)
+    if a pod's run ended inside the hour, else None: still running at the
+    hour's end, or the rest of the hour a scrape gap. The end is the end of
+    its last running step (a gap after it hides when exactly it stopped)."""
+    if not running or not steps:
+        return None
+    last = running[-1][0]
+    seen = next((t for t in steps if t > last and t in listed), None)
+    return None if seen is None else (last + step, seen)
+
+
+def _hit_by_xid(gpus, xids, first, end, step):
+    """A GPU of the pod reported a new XID that is not the application's from
+    the pod's last running step to two steps after it was seen stopped (the
+    exporter and kube-state-metrics are scraped apart: the XID can show a
+    scrape later)."""
+    ended, seen = end
+    for gpu in gpus:
+        codes = xids.get(gpu, {})
+        before = codes.get(first, 0)
+        for moment, code in codes.items():
+            if ended - step <= moment <= seen + 2 * step:
+                code = int(code)
+                if code and code != before and code not in APPLICATION_XIDS:
+                    return True
+    return False
+
+
+def _resource_of(profile, listed, offered):
+    """The resource a device seen in a scrape gap belongs to: its MIG profile's,
+    else what kube-state-metrics said the pod requested, else the node's GPUs."""
+    if profile:
+        return "nvidia_com_mig_" + sanitize(profile)
+    if listed:
+        return listed[0]
+    whole = sorted(r for r in offered if "_mig_" not in r)
+    return whole[0] if whole else ""
+
+
+def _carried(points, gaps):
+    """A node's allocatable over the gap steps, from its nearest earlier sample
+    of the hour (else the first later one): nodes' capacity seldom changes."""
+    if not points:
+        return 0
+    moments = [t for t, _ in points]
+    return sum(points[max(bisect.bisect_left(moments, moment) - 1, 0)][1] for moment in gaps)
 
 
 def activity_band(reading):

@@ -255,12 +255,13 @@ def cost_of(field, prefix=""):
 
 
 def cost_expression(mode=None, prefix=""):
-    """Cost of TeamUsage rows under the charging mode (an aggregate)."""
+    """Cost of TeamUsage rows under the charging mode, less the credit for GPU
+    time lost to spot reclaims and XID failures (an aggregate)."""
     mode = mode or settings.PORTAL_BILLING_CHARGE
     seconds = F(prefix + "allocated_seconds")
     if mode != "allocation":
         seconds = seconds + F(prefix + "reserved_unallocated_seconds")
-    return _cost(seconds, prefix)
+    return _cost(seconds - F(prefix + "lost_seconds"), prefix)
 
 
 def _cost(seconds, prefix):

@@ -16,15 +16,18 @@ COLUMNS = (
     "idle_gpu_hours",
     "unmetered_gpu_hours",
     "reserved_unallocated_gpu_hours",
+    "lost_gpu_hours",
     "idle_cost",
+    "credit",
     "cost",
     "other_cost",
 )
 
 
 def team_figures(mode=None, prefix=""):
-    """Annotations of TeamUsage rows: GPU-hours, cost in the charging mode,
-    and the cost in the other mode (shown beside it). `prefix` reaches the
+    """Annotations of TeamUsage rows: GPU-hours, the credit for lost GPU time,
+    cost in the charging mode (less the credit), and the cost in the other
+    mode (shown beside it). `prefix` reaches the
     rows through a relation ("usage__" from Team)."""
     mode = mode or settings.PORTAL_BILLING_CHARGE
     return {
@@ -34,7 +37,9 @@ def team_figures(mode=None, prefix=""):
         "unmetered_gpu_hours": hours("unmetered_seconds", prefix),
         "reserved_gpu_hours": hours("reserved_seconds", prefix),
         "reserved_unallocated_gpu_hours": hours("reserved_unallocated_seconds", prefix),
+        "lost_gpu_hours": hours("lost_seconds", prefix),
         "idle_cost": cost_of("idle_seconds", prefix),
+        "credit": cost_of("lost_seconds", prefix),
         "cost": cost_expression(mode, prefix),
         "other_cost": cost_expression(OTHER_MODE[mode], prefix),
     }

@@ -365,6 +365,7 @@ TEAM_SORTS = {
     "idle": "idle_gpu_hours",
     "idle_cost": "idle_cost",
     "reserved_unallocated": "reserved_unallocated_gpu_hours",
+    "credit": "credit",
     "budget": "budget",
 }
 

@@ -205,6 +205,7 @@ def admin_page(request):
                 ("idle", "Idle GPU-h"),
                 ("idle_cost", "Idle cost"),
                 ("reserved_unallocated", "Reserved, unallocated GPU-h"),
+                ("credit", "Credit (lost GPU time)"),
                 ("budget", "Budget"),
             ],
         },

@@ -765,7 +765,10 @@ class History:
                     self._flush(hour, answer)
                 hour = int(at // 3600)
             stamp = f" {at:.0f}\n" if at == int(at) else f" {at:.3f}\n"
-            if not any(gap.covers("kube-state-metrics", None, at) for gap in self.workload.gaps):
+            listed = not any(
+                gap.covers("kube-state-metrics", None, at) for gap in self.workload.gaps
+            )
+            if listed:
                 for family, lines in self._ksm_lines().items():
                     spools.write(family, stamp.join(lines) + stamp, len(lines))
             holders = {}
@@ -775,13 +778,18 @@ class History:
                     running.append(live)
                     for device in live.devices:
                         holders[device.key] = live
-            self._dcgm_step(at, stamp, holders, spools)
+            self._dcgm_step(at, stamp, holders, spools, listed)
             for live in running:
                 self._usage(live).steps += 1
         if hour is not None:
             self._flush(hour, answer)
 
-    def _dcgm_step(self, at: float, stamp: str, holders: dict, spools: Spools) -> None:
+    def _dcgm_step(
+        self, at: float, stamp: str, holders: dict, spools: Spools, listed: bool = True
+    ) -> None:
+        """One step of every exporter. In a kube-state-metrics gap (not `listed`)
+        a pod's device-steps are unobserved: its requests and phase are not known
+        then, only that the exporter saw it hold the device."""
         threshold = self.threshold
         fields = [(f, f.family.name, f.integer) for f in self.dcgm_fields]
         out: dict[str, list[str]] = {name: [] for _, name, _ in fields}
@@ -808,6 +816,9 @@ class History:
                     # A pod holding two replicas of one time-sliced GPU held two devices.
                     weight = _replicas(live, keys)
                     usage = self._usage(live)
+                    if not listed:
+                        usage.unobserved += weight
+                        continue
                     if busy >= threshold:
                         usage.busy += weight
                     else:

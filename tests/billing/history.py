@@ -31,6 +31,7 @@ class Pod:
     end: datetime
     devices: list = field(default_factory=list)
     owner: tuple = ("<none>", "<none>")
+    ends_as: str = "Succeeded"  # Failed: killed (a spot reclaim, an XID)
 
     @property
     def uid(self):
@@ -56,8 +57,9 @@ def _labels(pairs):
     return "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
 
 
-def openmetrics(nodes, pods, start, end):
-    """The text promtool turns into blocks: samples over [start, end)."""
+def openmetrics(nodes, pods, start, end, hostname_label="Hostname"):
+    """The text promtool turns into blocks: samples over [start, end).
+    `hostname_label`: `hostname` is what the exporter's main branch writes."""
     families = {}
 
     def add(metric, labels, moment, value):
@@ -97,9 +99,11 @@ def openmetrics(nodes, pods, start, end):
             )
             phase = "Pending" if moment < pod.start else "Running"
             if moment >= pod.end:
-                phase = "Succeeded"
-            for each in ("Pending", "Running", "Succeeded"):
+                phase = pod.ends_as
+            for each in ("Pending", "Running", "Succeeded", "Failed"):
                 add("kube_pod_status_phase", ident + [("phase", each)], moment, int(each == phase))
+            if moment >= pod.start:
+                add("kube_pod_start_time", ident, moment, int(pod.start.timestamp()))
             add(
                 "kube_pod_owner",
                 ident
@@ -116,7 +120,7 @@ def openmetrics(nodes, pods, start, end):
             ]
             if device.mig_profile:
                 labels += [("GPU_I_PROFILE", device.mig_profile), ("GPU_I_ID", device.instance)]
-            labels += [("Hostname", pod.node), ("container", "main")]
+            labels += [(hostname_label, pod.node), ("container", "main")]
             labels += [("namespace", pod.namespace), ("pod", pod.name)]
             for index, moment in enumerate(minutes(pod.start, pod.end)):
                 value = device.activity(index)

@@ -120,7 +120,12 @@ WORKLOAD = {
         },
     ],
     # The H100 node's exporter was down for ten minutes: unobserved, not idle.
-    "scrapeGaps": [{"from": "+40m", "to": "+50m", "job": "dcgm", "node": "gpu-h100-0"}],
+    # Later kube-state-metrics was down for ten minutes: the pods still held
+    # their GPUs (the exporter says so), unmetered, never lost.
+    "scrapeGaps": [
+        {"from": "+40m", "to": "+50m", "job": "dcgm", "node": "gpu-h100-0"},
+        {"from": "+2h10m", "to": "+2h20m", "job": "kube-state-metrics"},
+    ],
 }
 
 
@@ -251,6 +256,19 @@ def test_the_cases_the_answer_covers(ledger):
     # Time-sliced: two pods on one T4, each share counted once.
     assert rows["serve-a", 10].active_seconds == 3600
     assert rows["serve-b", 10].allocated_seconds == 3600
+
+
+def test_a_kube_state_metrics_gap_is_unmetered_not_lost(ledger):
+    rows = {(r.name, r.hour.hour): r for r in WorkloadUsage.objects.all()}
+    # 11:10-11:20 without kube-state-metrics: each pod running then keeps its
+    # whole hour, ten minutes of it (per GPU) unmetered.
+    for name in ("notebook", "finetune", "serve-a", "serve-b"):
+        row = rows[name, 11]
+        assert row.allocated_seconds == 3600, name
+        assert row.unmetered_seconds == 600, name
+        assert row.active_seconds + row.idle_seconds == 3000, name
+    team = TeamUsage.objects.get(team__slug="nlp", flavor__slug="t4-shared", hour__hour=11)
+    assert (team.allocated_seconds, team.unmetered_seconds) == (2 * 3600, 2 * 600)
 
 
 def test_a_price_change_at_noon_prices_the_hours_either_side(ledger):

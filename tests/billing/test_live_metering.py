@@ -2,15 +2,17 @@
 without honor_labels; kube-state-metrics with it), and an idle Job shows idle
 hours on its report card."""
 
+import json
 import os
 import tempfile
+import urllib.request
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from billing import actions
-from billing.models import WorkloadUsage
+from billing.models import TeamUsage, WorkloadUsage
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
 from tests.billing.promserver import require_prometheus, running_prometheus
@@ -78,3 +80,61 @@ def test_an_idle_job_shows_idle_hours_on_its_report_card(settings, client, alice
     assert "mean 0 %" in page
     assert "paid for GPUs doing nothing" in page
     assert timezone.now() - started < timedelta(minutes=2)
+
+
+def test_a_pod_killed_by_an_xid_is_credited(settings, vision):
+    """kubesim fails the pod on the GPU that reported XID 79; the exporter then
+    shows the XID on that GPU; the run is credited from its start."""
+    require_prometheus()
+    FlavorFactory(slug="h100", name="H100 80GB", gpu_model="NVIDIA-H100-80GB-HBM3")
+    FlavorFactory(slug="l4", name="L4", gpu_model="NVIDIA-L4", memory_gb=24)
+    settings.PORTAL_BILLING_STEP = 1
+    settings.PORTAL_BILLING_LABEL_NAMESPACE = "exported_namespace"
+    settings.PORTAL_BILLING_LABEL_POD = "exported_pod"
+    started = timezone.now()
+    with (
+        tempfile.TemporaryDirectory(prefix="billing-xid-") as directory,
+        running_kubesim(SMALL_CLUSTER) as sim,
+    ):
+        targets = os.path.join(directory, "dcgm-targets.json")
+        sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{sim.port}")
+        k = Clients(sim)
+        k.core.create_namespace({"metadata": {"name": "vision"}})
+        selector = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        k.batch.create_namespaced_job(
+            "vision",
+            job("trainer", 1, {"kubesim.io/duration": "1h"}, nodeSelector=selector),
+        )
+        with running_prometheus(directory, scrape=scrape_configs(targets, sim.port)) as url:
+            settings.PORTAL_PROMETHEUS_URL = url
+
+            def h100_row():
+                for hour in {actions.hour_floor(started), actions.hour_floor(timezone.now())}:
+                    actions.ingest_hour(hour)
+                rows = TeamUsage.objects.filter(team=vision, flavor__slug="h100")
+                return rows.order_by("-hour").first()
+
+            held = wait_for(
+                lambda: (row := h100_row()) and row.allocated_seconds >= 3 and row,
+                timeout=30,
+                interval=0.5,
+            )
+            assert held.lost_seconds == 0
+            (pod,) = k.core.list_namespaced_pod("vision").items
+            node = pod.spec.node_name
+            gpu = pod.metadata.annotations["kubesim.io/gpu-devices"].split("/")[1]
+            request = urllib.request.Request(
+                f"{sim.url}/_sim/nodes/{node}/gpus/{gpu}/xid",
+                data=json.dumps({"code": 79}).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                assert json.load(answer)["crashed"] == [f"vision/{pod.metadata.name}"]
+            credited = wait_for(
+                lambda: (row := h100_row()) and row.lost_seconds and row, timeout=30, interval=0.5
+            )
+    # The whole run up to the crash, one GPU: at least what was seen before it,
+    # at most the test's time (the start is in whole seconds, the end a step's end).
+    assert credited.lost_seconds >= held.allocated_seconds
+    assert credited.lost_seconds <= (timezone.now() - started).total_seconds() + 2

@@ -43,6 +43,13 @@ def test_it_shows_spend_idle_and_top_idle_workloads(client, alice, usage):
     assert 'id="daily-chart"' in page and "Idle 6 GPU-hours" in page
 
 
+def test_the_forecast_extends_the_pace_so_far_to_the_months_end(client, alice, usage):
+    # 32.00 in the 226 hours metered (to 10:00 on the 10th) of November's 720.
+    client.force_login(alice)
+    page = client.get("/billing/teams/vision/").content.decode()
+    assert 'id="forecast">101.95 USD<' in page
+
+
 def test_it_is_404_for_other_teams(client, bob, usage):
     client.force_login(bob)
     assert client.get("/billing/teams/vision/").status_code == 404

@@ -66,3 +66,22 @@ def test_other_teams_and_unknown_workloads_are_404(client, bob, alice, vision, h
     assert client.get(URL).status_code == 404
     client.force_login(alice)
     assert client.get(URL.replace("train", "nope")).status_code == 404
+
+
+def test_the_card_shows_the_p95_of_every_hour_together(client, alice, vision, h100):
+    # 30 minutes at 12 %, then 10 minutes at 80 %: the 95th percentile of the
+    # 40 metered minutes lies in the busy ones, the mean between.
+    meter(
+        HOUR,
+        teams={(vision, h100): (1800, 1800, 0, 0)},
+        workloads={(vision, "vision", "Job", "train", h100): workload(1800, 1800, mean=0.12)},
+    )
+    later = HOUR.replace(hour=10)
+    meter(
+        later,
+        teams={(vision, h100): (600, 600, 0, 0)},
+        workloads={(vision, "vision", "Job", "train", h100): workload(600, 600, mean=0.8)},
+    )
+    client.force_login(alice)
+    page = client.get(URL, {"month": "2026-11"}).content.decode()
+    assert "mean 29 %, p95 ≤ 81 %" in page

@@ -1,0 +1,223 @@
+"""GPU time lost to a spot reclaim or an XID failure is credited: a real
+Prometheus loaded with a known history (promtool), the reclaimed pod named by
+the batch app, the credit on the team page, in the API and in the CSV."""
+
+import csv
+import io
+import tempfile
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from batch import actions as batch_actions
+from batch.models import BatchJob, ImageRule
+from billing import actions, health
+from billing.models import TeamUsage
+from tests.billing import history
+from tests.billing.history import Device, Node, Pod
+from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
+
+pytestmark = pytest.mark.prometheus
+
+DAY = datetime(2026, 11, 3, tzinfo=UTC)
+H9, H10 = DAY.replace(hour=9), DAY.replace(hour=10)
+
+
+def at(hour, minute):
+    return DAY.replace(hour=hour, minute=minute)
+
+
+def busy(index):
+    return 0.9
+
+
+def xid_at(minute, code):
+    return lambda index: code if index >= minute else 0
+
+
+NODES = [
+    Node("gpu-h100-0", "NVIDIA-H100-80GB-HBM3", {"nvidia_com_gpu": 8}),
+    Node(
+        "gpu-l4-0",
+        "NVIDIA-L4",
+        {"nvidia_com_gpu": 2},
+        labels={"label_karpenter_sh_capacity_type": "spot"},
+    ),
+]
+# A batch pod on spot capacity from 09:40, reclaimed at 10:25: 45 GPU-minutes lost.
+RECLAIMED = Pod(
+    "vision",
+    "sweep-4kq2z",
+    "gpu-l4-0",
+    "nvidia_com_gpu",
+    1,
+    at(9, 40),
+    at(10, 25),
+    devices=[Device(0, busy)],
+    ends_as="Failed",
+)
+PODS = [
+    RECLAIMED,
+    # GPU 1 fell off the bus (XID 79) in the run's last minute: 2 x 30 minutes lost.
+    Pod(
+        "vision",
+        "train-xid",
+        "gpu-h100-0",
+        "nvidia_com_gpu",
+        2,
+        at(10, 0),
+        at(10, 30),
+        devices=[Device(0, busy), Device(1, busy, xid=xid_at(29, 79))],
+        owner=("Job", "train"),
+        ends_as="Failed",
+    ),
+    # XID 13 is the application's own fault: not credited.
+    Pod(
+        "vision",
+        "buggy",
+        "gpu-h100-0",
+        "nvidia_com_gpu",
+        1,
+        at(10, 0),
+        at(10, 20),
+        devices=[Device(2, busy, xid=xid_at(19, 13))],
+        ends_as="Failed",
+    ),
+    # Ended by itself: nothing to credit.
+    Pod(
+        "vision",
+        "done",
+        "gpu-h100-0",
+        "nvidia_com_gpu",
+        1,
+        at(10, 0),
+        at(10, 10),
+        devices=[Device(3, busy)],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def prometheus_url():
+    require_prometheus()
+    with tempfile.TemporaryDirectory(prefix="billing-lost-") as directory:
+        load_openmetrics(history.openmetrics(NODES, PODS, H9, H10 + timedelta(hours=2)), directory)
+        with running_prometheus(directory) as url:
+            yield url
+
+
+@pytest.fixture
+def credited(settings, prometheus_url, catalog, vision, alice, admin_user):
+    settings.PORTAL_PROMETHEUS_URL = prometheus_url
+    settings.PORTAL_BILLING_STEP = 60
+    settings.PORTAL_BATCH_SPOT_FACTOR = Decimal("0.5")
+    ImageRule.objects.create(prefix="nvcr.io/nvidia/")
+    with time_machine.travel(H9 - timedelta(hours=1), tick=False):
+        batch_actions.save_window(
+            None,
+            by=admin_user,
+            capacity={catalog["l4"]: 2},
+            name="Spot sweeps",
+            timezone="UTC",
+            days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+            start_time=time(20),
+            end_time=time(22),
+            exceptions=[],
+            price_factor="1",
+            spot_allowed=True,
+        )
+        job = batch_actions.submit(
+            by=alice,
+            team=vision,
+            flavor=catalog["l4"],
+            name="sweep",
+            image="nvcr.io/nvidia/pytorch:24.05-py3",
+            command=["python"],
+            args=[],
+            env=[],
+            gpus=1,
+            parallelism=1,
+            completions=1,
+            expected_runtime_minutes=60,
+            max_runtime_minutes=90,
+            spot_allowed=True,
+            priority=0,
+        )
+    # What batch's watch writes when it sees the pod's DisruptionTarget
+    # condition (batch.cluster._details): here the history's pod is made up, so
+    # its uid is written as the watch would; test_live_reclaim.py goes through
+    # the watch itself against kubesim.
+    BatchJob.objects.filter(pk=job.pk).update(disrupted_pods=[RECLAIMED.uid], lost_gpu_minutes=45)
+    for hour in (H9, H10, H10 + timedelta(hours=1)):
+        actions.ingest_hour(hour)
+    return catalog
+
+
+def row(hour, flavor):
+    return TeamUsage.objects.get(team__slug="vision", hour=hour, flavor__slug=flavor)
+
+
+def test_a_reclaimed_run_is_credited_whole_in_the_hour_it_was_lost(credited):
+    assert row(H9, "l4").lost_seconds == 0
+    spot = row(H10, "l4")
+    assert spot.allocated_seconds == 25 * 60
+    # From its start (kube-state-metrics' kube_pod_start_time, 09:40) to 10:25.
+    assert spot.lost_seconds == 45 * 60
+
+
+def test_an_xid_failure_is_credited_and_an_application_xid_is_not(credited):
+    h100 = row(H10, "h100")
+    assert h100.allocated_seconds == 2 * 30 * 60 + 20 * 60 + 10 * 60
+    assert h100.lost_seconds == 2 * 30 * 60  # train-xid only
+
+
+def test_the_credit_comes_off_the_spend_on_the_page_the_api_and_the_csv(credited, client, alice):
+    client.force_login(alice)
+    page = client.get("/billing/teams/vision/?month=2026-11").content.decode()
+    # H100: 90 GPU-minutes at 4.00 = 6.00, 60 of them credited (4.00).
+    # L4 (spot, 0.5 x 1.00): 45 GPU-minutes, all credited (0.375).
+    assert 'id="credit">4.38 USD' in page
+    assert "for 1.8 GPU-hours lost" in page
+    assert 'id="spend">2.00 USD' in page
+
+    api = client.get("/api/v1/billing/usage/", {"team": "vision", "group_by": "flavor"}).json()
+    by_flavor = {r["flavor"]: r for r in api["results"]}
+    assert by_flavor["h100"]["lost_gpu_hours"] == "1.0000"
+    assert by_flavor["h100"]["credit"] == "4.00"
+    assert by_flavor["h100"]["cost"] == "2.00"
+    assert by_flavor["l4"]["lost_gpu_hours"] == "0.7500"
+    assert by_flavor["l4"]["cost"] == "0.00"
+
+    export = client.get("/billing/teams/vision/", {"month": "2026-11", "export": "flavors"})
+    rows = {r["flavor__slug"]: r for r in csv.DictReader(io.StringIO(export.content.decode()))}
+    assert Decimal(rows["h100"]["lost_gpu_hours"]) == 1
+    assert Decimal(rows["h100"]["credit"]) == 4
+
+
+def test_the_admin_table_shows_each_teams_credit(credited, client, admin_user):
+    client.force_login(admin_user)
+    page = client.get("/billing/admin/", {"month": "2026-11", "sort": "credit"})
+    assert page.status_code == 200
+    assert "Credit (lost GPU time)" in page.content.decode()
+    assert '<td class="num">4.38 USD</td>' in page.content.decode()
+
+
+def test_the_hostname_label_is_a_setting(settings, catalog, vision):
+    """The exporter's main branch writes `hostname`: with the setting, the XID's
+    node is known (GPU health) and the run it killed is still credited."""
+    require_prometheus()
+    settings.PORTAL_BILLING_STEP = 60
+    text = history.openmetrics(NODES, PODS[1:2], H9, H10 + timedelta(hours=1), "hostname")
+    with tempfile.TemporaryDirectory(prefix="billing-hostname-") as directory:
+        load_openmetrics(text, directory)
+        with running_prometheus(directory) as url:
+            settings.PORTAL_PROMETHEUS_URL = url
+            (unnamed,) = health.xid_events(at=H10 + timedelta(hours=1))
+            settings.PORTAL_BILLING_LABEL_HOSTNAME = "hostname"
+            (named,) = health.xid_events(at=H10 + timedelta(hours=1))
+            actions.ingest_hour(H10)
+    assert (unnamed["node"], named["node"]) == ("", "gpu-h100-0")
+    assert named["pod"] == "train-xid" and named["code"] == 79
+    assert row(H10, "h100").lost_seconds == 2 * 30 * 60

@@ -28,6 +28,7 @@ from batch.models import (
     TeamShare,
     WindowCapacity,
 )
+from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
 from gpu_requests import hooks
@@ -239,7 +240,7 @@ def _move(job, *, to, allowed_from, action, actor=None, reason="", **fields):
 
 def validate_job(data, *, by, now=None):
     """{field: [message]} for a new job, as the API and the form show them."""
-    now = now or timezone.now()
+    now = now or clock.now()
     errors = {}
     team = data.get("team")
     if team is not None and not (quota_actions.is_member(by, team) or quota_actions.can_review(by)):
@@ -305,7 +306,7 @@ def cancel(job, *, by, reason=""):
         action="cancel",
         actor=by,
         reason=reason,
-        finished_at=timezone.now(),
+        finished_at=clock.now(),
     )
     batch_cluster.changed([job.pk])
     transaction.on_commit(lambda: request_plan("job cancelled"))
@@ -374,7 +375,7 @@ def replan(*, reason="", now=None):
     Runs hold the planner's lock, so they queue up rather than interleave. A
     query or two per job whose plan changed, a handful for the rest.
     """
-    now = now or timezone.now()
+    now = now or clock.now()
     with transaction.atomic():
         state = PlannerState.locked()
         started = time.perf_counter()
@@ -500,7 +501,7 @@ def plan_due(now):
 
 def tick(now=None):
     """The beat's periodic work: plan when due. Returns what it did, for the logs."""
-    now = now or timezone.now()
+    now = now or clock.now()
     done = {"planned": False}
     if plan_due(now):
         replan(reason="tick", now=now)

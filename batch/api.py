@@ -7,7 +7,6 @@ job is a 404. Views parse input and call `batch.actions`.
 from datetime import timedelta
 
 from django.db.models import Prefetch
-from django.utils import timezone
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -27,6 +26,7 @@ from batch.serializers import (
     JobSerializer,
     WindowSerializer,
 )
+from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests.api import ERROR_400, ERROR_404, ERROR_409, APIViewSetMixin
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
@@ -77,7 +77,7 @@ class WindowViewSet(
     def occurrences(self, request, pk=None):
         """Occurrences meeting [from, to), each with its capacity and GPUs planned per flavor."""
         window = self.get_object()
-        starts_at = _instant(request.query_params, "from") or timezone.now()
+        starts_at = _instant(request.query_params, "from") or clock.now()
         ends_at = _instant(request.query_params, "to") or starts_at + actions.horizon()
         if ends_at <= starts_at:
             raise ValidationError({"to": ["Must be after from."]})

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from batch import manifests
 from batch.models import BatchJob, BatchJobEvent, JobSync, WatchState
-from cluster import kube
+from cluster import clock, kube
 from cluster.outbox import Outbox
 from gpu_requests import hooks
 from gpu_requests.notices import Notice, absolute
@@ -190,7 +190,7 @@ def enqueue_chunks(job_ids):
 def release_due(now=None, *, limit=5000):
     """Release every planned job whose start has come: one transaction, a few queries
     however many (a window's opening is a burst). Returns the ids released."""
-    now = now or timezone.now()
+    now = now or clock.now()
     with transaction.atomic():
         due = list(
             BatchJob.objects.select_for_update(skip_locked=True)
@@ -262,7 +262,7 @@ def _job_id(obj):
 
 def record(obj, *, cluster, now=None):
     """Move the job a Job object speaks for, and show its events and log tail."""
-    now = now or timezone.now()
+    now = now or clock.now()
     job_id = _job_id(obj)
     if job_id is None:
         return None
@@ -370,7 +370,7 @@ def _details(cluster, namespace, job):
             continue
         seen.add(uid)
         started = (pod.get("status") or {}).get("startTime")
-        ended = pod["metadata"].get("deletionTimestamp") or timezone.now().isoformat()
+        ended = pod["metadata"].get("deletionTimestamp") or clock.now().isoformat()
         if started:
             minutes = (_parse(ended) - _parse(started)).total_seconds() / 60
             lost += max(0, round(minutes)) * job.gpus

@@ -6,7 +6,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError as FilterError
 
@@ -15,6 +14,7 @@ from batch.api import filter_jobs, visible_jobs
 from batch.cluster import job_namespace
 from batch.forms import BatchJobForm
 from batch.models import BatchJob, BatchWindow
+from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests.forms import ReasonForm
 
@@ -27,7 +27,7 @@ def _get_job_for_user(user, pk):
 
 @login_required
 def calendar_view(request):
-    now = timezone.now()
+    now = clock.now()
     ends_at = now + actions.horizon()
     windows = actions.windows_with_occurrences(now, ends_at)
     team_ids = [t.pk for t in quota_actions.teams_for(request.user)]

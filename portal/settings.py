@@ -387,6 +387,12 @@ PORTAL_KUBE_CONTEXT = env_str("PORTAL_KUBE_CONTEXT", "") or None
 PORTAL_KUBE_TIMEOUT = env_int("PORTAL_KUBE_TIMEOUT", 10, minimum=1)
 PORTAL_KUBE_RETRIES = env_int("PORTAL_KUBE_RETRIES", 2, minimum=0)
 PORTAL_KUBE_FIELD_MANAGER = env_str("PORTAL_KUBE_FIELD_MANAGER", "gpu-portal")
+# The clock batch windows run on (cluster/clock.py): "real", or "kubesim" for its
+# simulated clock (tests and the demo), read again every PORTAL_CLOCK_REFRESH seconds.
+PORTAL_CLOCK = env_str("PORTAL_CLOCK", "real")
+if PORTAL_CLOCK not in ("real", "kubesim"):
+    raise ImproperlyConfigured(f"PORTAL_CLOCK={PORTAL_CLOCK!r} must be real or kubesim")
+PORTAL_CLOCK_REFRESH = env_int("PORTAL_CLOCK_REFRESH", 5, minimum=1)
 PORTAL_NAMESPACE_PREFIX = env_str("PORTAL_NAMESPACE_PREFIX", "")
 # Labels and annotations every team namespace gets (e.g. for a NetworkPolicy
 # or cost-allocation controller): "key=value,key2=value2".

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from batch import actions
 from batch.models import ImageRule
+from cluster import clock
 from gpu_requests.models import Membership, Team
 from tests.factories import UserFactory, make_reviewer
 from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
@@ -104,19 +105,63 @@ FAST = {
 }
 
 
-@pytest.fixture
-def beat(workers, tmp_path):  # noqa: F811 (imported fixtures)
-    """A Celery beat process (ticks and watches every second), beside the workers."""
+# The portal on kubesim's clock (cluster/clock.py), read again every second.
+SIM_CLOCK = {"PORTAL_CLOCK": "kubesim", "PORTAL_CLOCK_REFRESH": "1"}
+
+
+def _beat(env, tmp_path):
     log_path = tmp_path / "beat.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "portal", "beat", "--loglevel=INFO",
              "--schedule", str(tmp_path / "beat-schedule")],
             cwd=ROOT,
-            env={**workers.env, **FAST},
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         yield process
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def beat(workers, tmp_path):  # noqa: F811 (imported fixtures)
+    """A Celery beat process (ticks and watches every second), beside the workers."""
+    yield from _beat({**workers.env, **FAST}, tmp_path)
+
+
+@pytest.fixture
+def sim_clock(kubesim, settings):  # noqa: F811 (imported fixtures)
+    """The portal on kubesim's clock, in this process (and its live server)."""
+    settings.PORTAL_CLOCK = "kubesim"
+    settings.PORTAL_CLOCK_REFRESH = 1
+    clock.forget()
+    yield SimClock(kubesim)
+    clock.forget()
+
+
+class SimClock:
+    def __init__(self, sim):
+        self.kubesim = sim
+
+    def now(self):
+        clock.forget()
+        return clock.now()
+
+    def advance(self, seconds):
+        """Move kubesim's clock (and so the portal's) forward; the new now."""
+        self.kubesim._call("POST", "/_sim/clock", {"advance": seconds})
+        return self.now()
+
+    def advance_to(self, moment):
+        return self.advance(max(0.0, (moment - self.now()).total_seconds()))
+
+
+@pytest.fixture
+def sim_beat(sim_clock, workers, tmp_path):  # noqa: F811 (imported fixtures)
+    """A beat process on kubesim's clock; start workers with `**SIM_WORKER`."""
+    yield from _beat({**workers.env, **FAST, **SIM_CLOCK}, tmp_path)
+
+
+SIM_WORKER = {**FAST, **SIM_CLOCK}

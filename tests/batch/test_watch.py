@@ -1,13 +1,18 @@
 """The status watch against kubesim over HTTP: it resumes from the stored
 resourceVersion (a WATCH, no LIST), a version too old for the server (410 Gone,
 kubesim compacts its history on /_sim/compact) makes the next run list again,
-and a pod the scheduler cannot place shows its FailedScheduling on the job page."""
+so does the periodic relist (PORTAL_BATCH_RELIST_SECONDS), which finds what a
+watch missed, and a pod the scheduler cannot place shows its FailedScheduling on the job page."""
+
+from datetime import timedelta
+
+from django.db.models import F
 
 from batch import actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob, WatchState
 from cluster import kube
-from tests.batch.test_cluster import status_of, submit
+from tests.batch.test_cluster import advance, status_of, submit
 from tests.provisioning.conftest import wait_for
 
 Status = BatchJob.Status
@@ -71,6 +76,42 @@ def test_a_version_too_old_410_gone_lists_again(setup, demo_flavors, kubesim):
     calls = job_calls(kubesim)
     assert calls[:2] == ["watch", "list"]  # the LIST after the 410 found the change
     assert stored_version()
+
+
+def test_the_periodic_relist_finds_what_the_watch_missed(
+    setup, demo_flavors, cluster, kubesim, settings
+):
+    settings.PORTAL_BATCH_RELIST_SECONDS = 300
+    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
+    actions.replan()
+    batch_cluster.watch_jobs(seconds=1)  # the first LIST
+    batch_cluster.release_due()
+
+    def completed():
+        live = cluster.get("Job", f"batch-{job.pk}", "vision")
+        return any(c["type"] == "Complete" for c in live["status"].get("conditions") or [])
+
+    wait_for(completed, timeout=30, every=lambda: advance(kubesim, 300))
+    # The Job's events are lost to the watch (as when a worker died after its WATCH
+    # moved past them): the stored version is already the server's latest.
+    _, latest = cluster.list_versioned("Job", label_selector=batch_cluster.SELECTOR)
+    WatchState.objects.update(resource_version=latest)
+    kubesim.clear_requests()
+    assert batch_cluster.watch_jobs(seconds=1) == 0
+    assert job_calls(kubesim) == ["watch"]
+    assert status_of(job) == Status.RELEASED
+
+    # The last LIST is older than PORTAL_BATCH_RELIST_SECONDS: this run lists again.
+    WatchState.objects.update(listed_at=F("listed_at") - timedelta(seconds=301))
+    kubesim.clear_requests()
+    assert batch_cluster.watch_jobs(seconds=1) == 1
+    assert job_calls(kubesim) == ["list"]
+    assert status_of(job) == Status.SUCCEEDED
+    listed_at = WatchState.objects.values_list("listed_at", flat=True).get(pk=1)
+    kubesim.clear_requests()
+    batch_cluster.watch_jobs(seconds=1)  # relisted just now: back to watching
+    assert job_calls(kubesim) == ["watch"]
+    assert WatchState.objects.values_list("listed_at", flat=True).get(pk=1) == listed_at
 
 
 def test_failed_scheduling_is_shown_on_the_job_page(setup, demo_flavors, cluster, client):

@@ -1,7 +1,8 @@
 """The release at a window's opening with real Celery worker processes, real Redis
 and kubesim over HTTP: every Job of the window is released exactly once when a
-worker is SIGKILLed mid-release, and when the broker is down as the window opens
-(the beat's tick sweeps what was never queued).
+worker is SIGKILLed mid-release, when the broker is down as the window opens
+(the beat's tick sweeps what was never queued), and when a third of the API's
+answers to the release are transient errors (kubesim's fault injection).
 
 "Exactly once" is read on both sides: the portal records one release per job,
 and each Job's spec changed once (kubesim bumps `metadata.generation` on every
@@ -207,3 +208,27 @@ def test_the_broker_down_at_the_opening_the_tick_releases_every_job_once(
 
     patches = assert_released_exactly_once(jobs, generations, cluster, kubesim)
     assert patches == Counter({path: 1 for path in patches}) and len(patches) == JOBS
+
+
+def test_transient_api_errors_during_the_release_every_job_released_exactly_once(
+    planned, workers, kubesim, cluster
+):
+    jobs, generations = planned
+    workers.start("w2")
+    # A third of the Job PATCHes answer 500, 503 (Retry-After) or 429 throughout:
+    # the client retries in place, then the task retries with backoff.
+    kubesim.faults(error_rate=0.35, paths=r"/jobs/", methods=["PATCH"], retry_after=1)
+    released = batch_cluster.release_due()
+    assert sorted(released) == [job.pk for job in jobs]
+
+    wait_for(all_synced, timeout=90, interval=0.3, every=actions.tick)
+    answers = Counter(
+        r["status"] for r in kubesim.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"]
+    )
+    kubesim.clear_faults()
+
+    errors = sum(count for status, count in answers.items() if status >= 500 or status == 429)
+    assert errors > 0, answers  # the faults were met, and retried
+    patches = assert_released_exactly_once(jobs, generations, cluster, kubesim)
+    assert sum(patches.values()) == sum(answers.values()) == answers[200] + errors
+    assert answers[200] >= JOBS

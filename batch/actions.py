@@ -8,7 +8,7 @@ commit. Views, the API, the admin and the tasks call these.
 import logging
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
@@ -396,6 +396,8 @@ def replan(*, reason="", now=None):
             for job in rows.values()
         ]
         weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
+        # Occurrences opening within the lead time are counted for no-starvation
+        # for good: the run at the lead time plans the Jobs it creates suspended.
         result = planner.plan(
             _slots(windows),
             jobs,
@@ -403,6 +405,8 @@ def replan(*, reason="", now=None):
             holds=_holds(now),
             weights=weights,
             recent_usage=recent_usage(now),
+            waiting=load_waiting(state.waiting),
+            settle_until=now + timedelta(seconds=settings.PORTAL_BATCH_PLAN_LEAD),
         )
         factors = {w.pk: w for w, _, _ in windows}
         changed = [job_id for job_id in sorted(rows) if _apply(rows[job_id], result, factors, now)]
@@ -411,6 +415,7 @@ def replan(*, reason="", now=None):
         hooks.quota_changed_many({rows[job_id].team_id for job_id in changed})
         batch_cluster.changed(changed)
         state.dirty = False
+        state.waiting = dump_waiting(result.waiting)
         state.last_run_at = now
         state.last_reason = reason[:100]
         state.last_jobs = len(jobs)
@@ -418,6 +423,30 @@ def replan(*, reason="", now=None):
         state.save()
     log.info("planned %d jobs (%d changed): %s", len(jobs), len(changed), reason)
     return result
+
+
+def load_waiting(stored):
+    """PlannerState.waiting (JSON) as the planner's {flavor id: Waiting}."""
+    return {
+        int(flavor_id): planner.Waiting(
+            (datetime.fromisoformat(entry["through"][0]), entry["through"][1]),
+            {int(team): n for team, n in entry["before"].items()},
+            {int(team): n for team, n in entry["after"].items()},
+        )
+        for flavor_id, entry in stored.items()
+    }
+
+
+def dump_waiting(waiting):
+    return {
+        str(flavor_id): {
+            "through": [counters.through[0].isoformat(), counters.through[1]],
+            "before": {str(team): n for team, n in counters.before.items()},
+            "after": {str(team): n for team, n in counters.after.items()},
+        }
+        for flavor_id, counters in waiting.items()
+        if counters.through is not None
+    }
 
 
 def _apply(job, result, windows, now):

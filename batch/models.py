@@ -297,6 +297,9 @@ class PlannerState(models.Model):
     last_reason = models.CharField(max_length=100, blank=True)
     last_jobs = models.PositiveIntegerField(default=0)
     last_seconds = models.FloatField(default=0)
+    # The no-starvation counters, carried from run to run (batch.planner.Waiting):
+    # {flavor id: {"through": [opens_at, window id], "before": {team id: n}, "after": ...}}.
+    waiting = models.JSONField(default=dict, blank=True)
 
     def __str__(self):
         return f"planner, last run {self.last_run_at}"

@@ -15,6 +15,10 @@ ids). What it guarantees, and the property tests check:
 - no starvation: a team whose fitting work got nothing in the previous
   occurrence(s) of the flavor while others got capacity goes first, longest
   waiting first. With T teams none waits more than T occurrences in a row.
+  The counters outlive a run (`Waiting`, stored by the caller): an occurrence
+  is counted once, by the first run that plans it within `settle_until`; later
+  runs plan it again from the counters it started with, so a replan neither
+  counts it twice nor reorders it.
 
 Time runs in float seconds (POSIX) inside; datetimes at the edges.
 """
@@ -69,6 +73,17 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """One flavor's no-starvation counters, carried from run to run: occurrences in
+    a row each team's fitting work got nothing while others got capacity, before
+    and after the last occurrence counted (`through`: its (opens_at, window id))."""
+
+    through: tuple | None = None
+    before: dict = field(default_factory=dict)  # team id -> occurrences
+    after: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Placement:
     job_id: int
     slot: Slot
@@ -82,6 +97,7 @@ class Plan:
     reasons: dict = field(default_factory=dict)  # job id -> [str], in the order decided
     gpu_hours: dict = field(default_factory=dict)  # team id -> GPU-hours planned in this run
     misses: dict = field(default_factory=dict)  # job id -> occurrences it did not fit
+    waiting: dict = field(default_factory=dict)  # flavor id -> Waiting, to carry to the next run
 
     def explanation(self, job_id):
         return " ".join(self.reasons.get(job_id, []))
@@ -168,16 +184,31 @@ def _targets(job, slot):
     return job.target_opens_at is None or job.target_opens_at == slot.opens_at
 
 
-def plan(slots, jobs, *, now, holds=(), weights=None, recent_usage=None, waiting=None):
+def plan(
+    slots,
+    jobs,
+    *,
+    now,
+    holds=(),
+    weights=None,
+    recent_usage=None,
+    waiting=None,
+    settle_until=None,
+):
     """Place `jobs` into `slots`; see the module's docstring for the rules.
 
     weights: {team id: weight > 0} (default 1); recent_usage: {team id: GPU-hours
-    used in recent windows}; waiting: {(team id, flavor id): occurrences in a row
-    the team's fitting work got nothing}, carried from earlier runs.
+    used in recent windows}; waiting: {flavor id: Waiting} from the previous run
+    (`Plan.waiting`); settle_until: occurrences opening by then are counted for
+    good (None: none are, the counters only order this run).
     """
     weights = weights or {}
     usage = defaultdict(float, {t: float(h) * 3600 for t, h in (recent_usage or {}).items()})
-    waiting = defaultdict(int, waiting or {})
+    carried = dict(waiting or {})
+    # The counters in this run, (team id, flavor id) -> occurrences waited.
+    waiting = defaultdict(int)
+    for flavor_id, counters in carried.items():
+        waiting.update({(team, flavor_id): n for team, n in counters.after.items()})
     result = Plan()
     now_s = _ts(now)
 
@@ -218,6 +249,17 @@ def plan(slots, jobs, *, now, holds=(), weights=None, recent_usage=None, waiting
                 by_team[job.team_id].append(job)
         if not by_team:
             continue
+        counters = carried.get(slot.flavor_id, Waiting())
+        counted = counters.through is not None and (slot.opens_at, slot.window_id) <= tuple(
+            counters.through
+        )
+        if counted and (slot.opens_at, slot.window_id) == tuple(counters.through):
+            # Counted by an earlier run: order it as that run did.
+            for team in by_team:
+                waiting[(team, slot.flavor_id)] = counters.before.get(team, 0)
+        settles = not counted and settle_until is not None and slot.opens_at <= settle_until
+        if settles:
+            before = {t: n for (t, f), n in waiting.items() if f == slot.flavor_id and n}
 
         heap = [
             (-waiting[(team, slot.flavor_id)], usage[team] / weights.get(team, 1), team)
@@ -267,11 +309,19 @@ def plan(slots, jobs, *, now, holds=(), weights=None, recent_usage=None, waiting
                 if position[team] < len(team_jobs):
                     heapq.heappush(heap, (0, usage[team] / weights.get(team, 1), team))
                 break
+        served |= {hold.team_id for hold in held.get(slot.key, ()) if hold.team_id in by_team}
+        if counted:
+            for team in by_team:
+                waiting[(team, slot.flavor_id)] = counters.after.get(team, 0)
+            continue
         for team in by_team:
             if team in served:
                 waiting[(team, slot.flavor_id)] = 0
             elif served:
                 waiting[(team, slot.flavor_id)] += 1
+        if settles:
+            after = {t: n for (t, f), n in waiting.items() if f == slot.flavor_id and n}
+            carried[slot.flavor_id] = Waiting((slot.opens_at, slot.window_id), before, after)
 
     for flavor_jobs in queued.values():
         for job in flavor_jobs:
@@ -283,7 +333,7 @@ def plan(slots, jobs, *, now, holds=(), weights=None, recent_usage=None, waiting
                 _say(result, job, "No window is long enough for its maximum runtime.")
             else:
                 _say(result, job, "Waiting for a later occurrence.")
-    result.waiting = dict(waiting)
+    result.waiting = carried
     return result
 
 

@@ -214,3 +214,41 @@ def test_no_team_with_fitting_work_waits_more_occurrences_than_there_are_teams(
                 assert streak <= len(teams), f"team {team} starved for {streak} occurrences"
             else:
                 streak = 0
+
+
+def rounds(carry, count=4):
+    """Plan night after night, each run 5 minutes before the night opens; a job
+    planned for that night runs in it. Returns {night: teams whose work ran}."""
+    jobs = [job(n, team=1, gpus=4, hours=7) for n in range(1, 11)]
+    jobs.append(job(99, team=2, gpus=8, hours=7))  # the whole window: the first job in blocks it
+    slots_ = [slot(day, 8, hours=8) for day in range(count + 2)]
+    ran, waiting = {}, None
+    for night in range(count):
+        now = slots_[night].opens_at - timedelta(minutes=5)
+        result = plan(
+            slots_[night:], jobs, now=now, waiting=waiting, settle_until=now + timedelta(minutes=15)
+        )
+        if carry:
+            again = plan(
+                slots_[night:],
+                jobs,
+                now=now,
+                waiting=result.waiting,
+                settle_until=now + timedelta(minutes=15),
+            )
+            # A second run (a submission, a cancel) counts nothing twice, reorders nothing.
+            assert again.placements == result.placements and again.waiting == result.waiting
+            waiting = result.waiting
+        tonight = {j for j, p in result.placements.items() if p.slot == slots_[night]}
+        ran[night] = {j.team_id for j in jobs if j.id in tonight}
+        jobs = [j for j in jobs if j.id not in tonight]
+    return ran
+
+
+def test_the_no_starvation_counter_is_carried_between_runs():
+    # Each run alone puts team 1 first (tie at no usage, lower id); its first 4-GPU
+    # job leaves no room for team 2's 8-GPU job, which the run then plans for the
+    # next night. Carried, team 2's wait makes it first the next night.
+    assert rounds(carry=True) == {0: {1}, 1: {2}, 2: {1}, 3: {1}}
+    # Not carried, every run starts from zero and team 2 never gets a night.
+    assert all(teams == {1} for teams in rounds(carry=False).values())

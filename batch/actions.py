@@ -18,7 +18,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from batch import cluster as batch_cluster
-from batch import occurrences, planner, validation
+from batch import emails, occurrences, planner, validation
 from batch.models import (
     BatchJob,
     BatchJobEvent,
@@ -409,7 +409,21 @@ def replan(*, reason="", now=None):
             settle_until=now + timedelta(seconds=settings.PORTAL_BATCH_PLAN_LEAD),
         )
         factors = {w.pk: w for w, _, _ in windows}
+        planned_in = {
+            job.pk: (job.window_id, job.opens_at)
+            for job in rows.values()
+            if job.status == Status.PLANNED
+        }
         changed = [job_id for job_id in sorted(rows) if _apply(rows[job_id], result, factors, now)]
+        # Their submitters hear of jobs taken out of the occurrence they had.
+        moved = {
+            job_id: _occurrence_words(factors.get(planned_in[job_id][0]), planned_in[job_id][1])
+            for job_id in changed
+            if job_id in planned_in
+            and (rows[job_id].window_id, rows[job_id].opens_at) != planned_in[job_id]
+        }
+        if moved:
+            transaction.on_commit(lambda: emails.send_moved(moved), robust=True)
         # The planned Jobs are created (suspended) or relabelled on the cluster; their
         # teams' namespaces are made sure of first.
         hooks.quota_changed_many({rows[job_id].team_id for job_id in changed})
@@ -423,6 +437,13 @@ def replan(*, reason="", now=None):
         state.save()
     log.info("planned %d jobs (%d changed): %s", len(jobs), len(changed), reason)
     return result
+
+
+def _occurrence_words(window, opens_at):
+    if window is None:
+        return f"the occurrence opening {opens_at:%a %d %b %H:%M} UTC"
+    local = opens_at.astimezone(occurrences.zone(window.timezone))
+    return f"{window.name}, {local:%a %d %b %H:%M} {window.timezone}"
 
 
 def load_waiting(stored):

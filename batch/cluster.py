@@ -19,7 +19,7 @@ from django.db.models import F, Q, Sum
 from django.urls import reverse
 from django.utils import timezone
 
-from batch import manifests
+from batch import emails, manifests
 from batch.models import BatchJob, BatchJobEvent, JobSync, WatchState
 from cluster import clock, kube
 from cluster.outbox import Outbox
@@ -224,6 +224,7 @@ def release_due(now=None, *, limit=5000):
         # The namespace quota grows by the released jobs' GPUs (running_allotment).
         hooks.quota_changed_many({job.team_id for job in due})
         changed(ids)
+        transaction.on_commit(lambda: emails.send_released(ids), robust=True)
     return ids
 
 
@@ -299,6 +300,9 @@ def record(obj, *, cluster, now=None):
                 hooks.notice(_outcome_notice(job, reason))
                 if to == Status.PREEMPTED:
                     _requeue(job)  # the sync then deletes its Job
+                    transaction.on_commit(lambda: emails.send_preempted(job.pk), robust=True)
+                else:
+                    transaction.on_commit(lambda: emails.send_finished(job.pk), robust=True)
                 changed([job.pk])
                 from batch.actions import request_plan
 

@@ -10,7 +10,8 @@ from django.urls import reverse
 from gpu_requests.models import AuditEvent, Comment, Membership, QuotaRequest
 
 
-def _send(template, subject, recipients, context):
+def send(template, subject, recipients, context):
+    """One email, text and HTML from `emails/<template>.txt|html`, to `recipients`."""
     if not recipients:
         return
     context = {**context, "base_url": settings.PORTAL_BASE_URL}
@@ -36,7 +37,7 @@ def send_new_request(quota_request_id):
     quota_request = QuotaRequest.objects.select_related("team", "flavor", "requested_by").get(
         pk=quota_request_id
     )
-    _send(
+    send(
         "new_request",
         f"[GPU portal] {quota_request.team}: {quota_request.gpus} x {quota_request.flavor} "
         f"requested",
@@ -52,7 +53,7 @@ def send_decision(event_id):
         pk=decision.quota_request_id
     )
     requester = quota_request.requested_by
-    _send(
+    send(
         "decision",
         f"[GPU portal] Your request #{quota_request.pk} was {decision.to_status}",
         [requester.email] if requester.email else [],
@@ -88,7 +89,7 @@ def send_comment(comment_id):
         "author", "quota_request__team", "quota_request__flavor", "quota_request__requested_by"
     ).get(pk=comment_id)
     quota_request = note.quota_request
-    _send(
+    send(
         "comment",
         f"[GPU portal] {note.author.username} on request #{quota_request.pk}",
         thread_emails(quota_request, without=note.author),

@@ -130,6 +130,9 @@ def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
+    # Batch windows run on kubesim's clock, as its Jobs' deadlines do; it starts at
+    # the real time, and moving it forward opens the demo window at once.
+    os.environ.setdefault("PORTAL_CLOCK", "kubesim")
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
     # Billing's Prometheus (if installed): its settings reach web, worker and beat.
@@ -147,7 +150,8 @@ def main():
     manage("collectstatic", "--noinput", "-v0")
     # Seeding mails reviewers about the demo requests: keep that off the console.
     manage("seed_demo", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
-    manage("seed_batch")
+    # kubesim is not up yet; its clock starts at the real time once it is.
+    manage("seed_batch", PORTAL_CLOCK="real")
 
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     services = [
@@ -191,6 +195,7 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get jobs -A
+              now, on kubesim's clock: curl -d '{{"advance": 300}}' http://127.0.0.1:{KUBESIM_PORT}/_sim/clock
   Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
 {chr(10).join(billing_lines)}
 

@@ -1,11 +1,14 @@
 """`make demo`'s runner: a process that dies is started again, with a line
 saying which and why; Ctrl-C still stops everything."""
 
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from tests.waiting import wait_for
@@ -50,19 +53,22 @@ def alive(pid):
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "PORTAL_KUBECONFIG", "KUBECONFIG")
-    }
-    env |= {
+def demo_env(tmp_path, **extra):
+    """The demo's environment as a fresh checkout has it, on free ports."""
+    own = ("DATABASE_URL", "CELERY_BROKER_URL", "PORTAL_KUBECONFIG", "KUBECONFIG", "PORTAL_CLOCK")
+    env = {key: value for key, value in os.environ.items() if key not in own}
+    return env | {
         "PORT": free_port(),
         "KUBESIM_PORT": free_port(),
         "PORTAL_VAR_DIR": str(tmp_path),
         "PYTHONUNBUFFERED": "1",
-        "DEMO_PROMETHEUS": "off",  # billing's history load is not what this test is about
+        "DEMO_PROMETHEUS": "off",  # billing's history load is not what these tests are about
+        **extra,
     }
+
+
+def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
+    env = demo_env(tmp_path)
     console = tmp_path / "console.txt"
     with open(console, "w") as out:
         runner = subprocess.Popen(
@@ -97,3 +103,79 @@ def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
         for pid in started:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_demo_window_opens_and_its_jobs_run_visible_with_kubectl(tmp_path):
+    """The demo's batch window opens a few minutes after it starts; the portal runs
+    on kubesim's clock, so moving that clock opens it now. Its Jobs run on the
+    simulated cluster and `kubectl get jobs -A` shows them."""
+    env = demo_env(
+        tmp_path,
+        PORTAL_BATCH_TICK_INTERVAL="2",
+        PORTAL_BATCH_WATCH_SECONDS="2",
+        PORTAL_CLOCK_REFRESH="1",
+    )
+    kubesim_port = env["KUBESIM_PORT"]
+    console = tmp_path / "console.txt"
+    with open(console, "w") as out:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "portal.demo"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def jobs():
+        listed = subprocess.run(
+            [kubectl(), "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "jobs", "-A",
+             "-l", "gpu-portal.io/batch-job", "-o", "json"],
+            capture_output=True, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        return json.loads(listed.stdout)["items"]
+
+    def advance(seconds):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{kubesim_port}/_sim/clock",
+            data=json.dumps({"advance": seconds}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request, timeout=10).read()
+
+    try:
+        wait_for(lambda: "Press Ctrl-C to stop." in console.read_text(), timeout=180)
+        assert "Batch window opens at" in console.read_text()
+        # Planned by the seed: the Jobs wait on the cluster, suspended.
+        waiting = wait_for(lambda: len(found := jobs()) == 3 and found, timeout=60)
+        assert all(job["spec"]["suspend"] for job in waiting)
+
+        advance(5 * 60)  # past the opening, on kubesim's clock (and so the portal's)
+
+        def all_done():
+            found = jobs()
+            done = [
+                job
+                for job in found
+                if job["spec"]["suspend"] is False
+                and any(c["type"] == "Complete" for c in job["status"].get("conditions") or [])
+            ]
+            return len(done) == 3 and done
+
+        done = wait_for(all_done, timeout=120, interval=1, every=lambda: advance(60))
+        assert {job["metadata"]["namespace"] for job in done} == {"vision", "nlp"}
+        table = subprocess.run(
+            [kubectl(), "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "jobs", "-A"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout  # fmt: skip
+        assert all(job["metadata"]["name"] in table for job in done)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGINT)
+            try:
+                runner.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(runner.pid, signal.SIGKILL)
+                runner.wait()
+
+
+def kubectl():
+    return shutil.which("kubectl") or str(ROOT / ".venv/bin/kubectl")

@@ -29,6 +29,7 @@ def start_up(**env):
         ("PORTAL_API_RATE_USER", "fast", "PORTAL_API_RATE_USER='fast' is not a rate"),
         ("PORTAL_LOG_FORMAT", "xml", "PORTAL_LOG_FORMAT='xml' must be text or json"),
         ("PORTAL_TRUSTED_PROXIES", "-1", "PORTAL_TRUSTED_PROXIES='-1' must be at least 0"),
+        ("PORTAL_CLOCK", "sim", "PORTAL_CLOCK='sim' must be real or kubesim"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value, message):

@@ -96,6 +96,27 @@ def test_planned_job_is_created_suspended_then_released_and_succeeds(
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
 
 
+def test_a_job_that_ends_early_moves_the_next_one_up(setup, demo_flavors, kubesim):
+    # Both take the window's 8 H100 for up to 50 minutes: the second is planned
+    # after the first's maximum runtime. The first ends after 5 (sim) minutes.
+    both = {"gpus": 8, "parallelism": 1, "completions": 1, "max_runtime_minutes": 50}
+    first = submit(setup, demo_flavors["h100"], **both)
+    second = submit(setup, demo_flavors["h100"], name="second", **both)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert second.planned_start >= first.planned_end
+    assert batch_cluster.release_due() == [first.pk]
+
+    # Recording the finish plans again (tasks run inline): the second moves up
+    # to the moment the first ended, and the next release takes it.
+    watch_until(first, {Status.SUCCEEDED}, kubesim, advance_by=120)
+    first.refresh_from_db()
+    moved = BatchJob.objects.get(pk=second.pk)
+    assert first.finished_at <= moved.planned_start < second.planned_start
+    assert moved.events.last().action == "replan"
+    assert batch_cluster.release_due() == [second.pk]
+
+
 def test_an_overrun_ends_deadline_exceeded_at_the_close(setup, demo_flavors, cluster, kubesim):
     job = submit(setup, demo_flavors["h100"], annotations={"kubesim.io/duration": "3h"})
     actions.replan()

@@ -16,6 +16,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+import redis
 from django.db.models import F
 from django.utils import timezone
 
@@ -34,6 +35,12 @@ DEAD_BROKER = "redis://127.0.0.1:9/0"  # nothing listens there
 
 def all_synced():
     return not JobSync.objects.filter(generation__gt=F("synced_generation")).exists()
+
+
+def no_message_in_flight(redis_url):
+    """Nothing queued, nothing a worker has taken and not yet acknowledged."""
+    client = redis.Redis.from_url(redis_url)
+    return client.llen("celery") == 0 and client.hlen("unacked") == 0
 
 
 def live_jobs(cluster):
@@ -118,6 +125,8 @@ def planned(workers, redis_url, kubesim, cluster, demo_flavors):
     # The outbox's sweep, not the tick: the tick would release them already.
     found = wait_for(created, timeout=60, interval=0.3, every=batch_cluster.job_sync.sweep)
     assert all(obj["spec"]["suspend"] is True for obj in found.values())
+    # A sync the sweep sent twice (a slow worker) must not carry the release below.
+    wait_for(lambda: no_message_in_flight(redis_url), timeout=30, interval=0.3)
     generations = {name: obj["metadata"]["generation"] for name, obj in found.items()}
     kubesim.clear_requests()
     return jobs, generations

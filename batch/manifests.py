@@ -5,20 +5,14 @@ Kubernetes schemas. The name is fixed by the job's id, so a retried create or
 release lands on the same object.
 """
 
+from provisioning.manifests import CONTAINER_SECURITY, POD_SECURITY
+
 MANAGED_BY = "gpu-portal"
 TEAM_LABEL = "gpu-portal.io/team"
 JOB_LABEL = "gpu-portal.io/batch-job"
 WINDOW_LABEL = "gpu-portal.io/batch-window"
 OCCURRENCE_LABEL = "gpu-portal.io/batch-occurrence"
 BACKOFF_LIMIT = 3
-# Restricted Pod Security: what `restricted` demands of every pod and container.
-POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-CONTAINER_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 def job_name(job_id):

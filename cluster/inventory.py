@@ -6,6 +6,7 @@ a GPU to a flavor reuse it. Everything here is a pure function, tested by
 comparing its output.
 """
 
+import re
 from dataclasses import dataclass, field
 
 # Node labels naming the node's pool, by the tool that made the pool.
@@ -172,3 +173,66 @@ def take_inventory(nodes, pods, flavors):
             if offers:
                 totals.devices += figures.allocatable[flavor.resource_name]
     return Inventory(nodes=gpu_nodes, flavors=per_flavor)
+
+
+# --- team namespaces' quota, as the cluster keeps it ---
+
+QUOTA_PREFIX = "requests."
+_REFUSED = re.compile(r"exceeded quota: [^,]+, requested: (\S+?), used:")
+
+
+@dataclass
+class QuotaFigures:
+    """One GPU resource of a namespace's quota: the cap, what pods use of it now,
+    and the last pod creation the quota refused (a FailedCreate event)."""
+
+    hard: int = 0
+    used: int = 0
+    refused_at: str = ""  # the event's lastTimestamp, as the API gives it
+    refused_message: str = ""
+
+    @property
+    def at_limit(self):
+        return self.used >= self.hard
+
+
+def refused_resources(message):
+    """The resource names a quota refusal names ("exceeded quota: q, requested:
+    requests.nvidia.com/gpu=1, used: ..."), or [] for any other message."""
+    match = _REFUSED.search(message or "")
+    if not match:
+        return []
+    keys = (part.split("=", 1)[0] for part in match.group(1).split(","))
+    return [key.removeprefix(QUOTA_PREFIX) for key in keys if key.startswith(QUOTA_PREFIX)]
+
+
+def quota_usage(quotas, events, namespaces):
+    """{namespace: {resource name: QuotaFigures}} for the GPU keys of the ResourceQuotas
+    in `namespaces`, with the latest quota refusal among `events` (FailedCreate).
+
+    Where several quotas in a namespace cap one resource, the tightest one counts:
+    it is the one that refuses pods first.
+    """
+    usage = {}
+    for quota in quotas:
+        namespace = quota["metadata"].get("namespace")
+        if namespace not in namespaces:
+            continue
+        hard = ((quota.get("spec") or {}).get("hard")) or {}
+        used = ((quota.get("status") or {}).get("used")) or {}
+        for key, cap in hard.items():
+            resource = key.removeprefix(QUOTA_PREFIX)
+            if not key.startswith(QUOTA_PREFIX) or not is_gpu_resource(resource):
+                continue
+            figures = QuotaFigures(hard=count(cap), used=count(used.get(key, 0)))
+            current = usage.setdefault(namespace, {}).get(resource)
+            if current is None or figures.hard - figures.used < current.hard - current.used:
+                usage[namespace][resource] = figures
+    for event in events:
+        namespace = (event.get("metadata") or {}).get("namespace")
+        stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
+        for resource in refused_resources(event.get("message")):
+            figures = usage.get(namespace, {}).get(resource)
+            if figures is not None and stamp >= figures.refused_at:
+                figures.refused_at, figures.refused_message = stamp, event["message"]
+    return usage

@@ -1,7 +1,7 @@
 from django.db import models
 from django.utils import timezone
 
-from gpu_requests.models import Flavor
+from gpu_requests.models import Flavor, Team
 
 
 class FlavorCapacity(models.Model):
@@ -71,3 +71,41 @@ class GpuNode(models.Model):
             f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
             for t in self.taints
         ]
+
+
+class NamespaceQuota(models.Model):
+    """One GPU resource of a team namespace's ResourceQuota, as the inventory task
+    last read it: the cap (`spec.hard`), what the team's pods use of it
+    (`status.used`), and the last pod creation it refused (a FailedCreate event).
+
+    Replaced on every run; pages read it through `team.quota_usage` (the reverse
+    accessor), so gpu_requests shows it without importing this app.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_usage")
+    resource_name = models.CharField(max_length=253)
+    hard = models.PositiveIntegerField()
+    used = models.PositiveIntegerField()
+    refused_at = models.DateTimeField(null=True, blank=True)
+    refused_message = models.TextField(blank=True)
+    observed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["resource_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "resource_name"], name="one_quota_row_per_resource"
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.team_id} {self.resource_name}: {self.used}/{self.hard}"
+
+    @property
+    def at_limit(self):
+        return self.used >= self.hard
+
+    @property
+    def refusing(self):
+        """At the limit, and the cluster has refused pods for it."""
+        return self.at_limit and self.refused_at is not None

@@ -32,6 +32,10 @@ Events:
   on): `gpu_requests.notices` sends the email after commit and hands the same
   `Notice` to each callback here, in the transaction (the webhooks record
   their deliveries there).
+- members changed: who belongs to the team changed (the Django admin).
+
+Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
+app above this one (provisioning's "How to use your namespace").
 """
 
 _quota_changed = []
@@ -39,6 +43,7 @@ _extra_quota = []
 _members_changed = []
 _notice = []
 _notice_many = {}  # callback -> its set-based twin
+_team_panels = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -127,3 +132,14 @@ def notices(notices):
         else:
             for one in notices:
                 callback(one)
+
+
+def on_team_panel(provider):
+    """Add a panel to the team page: `provider(team)` returns (template name, context)
+    or None for no panel. Keep it to a query or two."""
+    return _register(_team_panels, provider)
+
+
+def team_panels(team):
+    """[(template name, context)] of the registered panels for `team`, in order."""
+    return [panel for panel in (provider(team) for provider in _team_panels) if panel]

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions, timezones
+from gpu_requests import actions, hooks, timezones
 from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label, namespace_of
 
 HISTORY_PAGE_SIZE = 25
@@ -103,6 +103,7 @@ def _team_context(request, team, form):
         "form": form,
         "roles": Membership.Role.choices,
         "page": history,
+        "panels": hooks.team_panels(team),
     }
 
 

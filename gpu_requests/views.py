@@ -56,15 +56,22 @@ PENDING_SHOWN = 5  # pending requests listed per panel, the rest counted
 def dashboard(request):
     """A panel per team: quota, pending requests, recent decisions.
 
-    Reviewers see every team, a page of panels at a time. Eight queries
+    Reviewers see every team, a page of panels at a time. Nine queries
     whatever the number of teams and requests: the team count and page (the
-    sync row joined), the catalog, the reservations, the pending requests
-    (the first few per team, with their count, by window functions) and the
-    recent decisions.
+    sync row joined), the namespace quota on the cluster, the catalog, the
+    reservations, the pending requests (the first few per team, with their
+    count, by window functions) and the recent decisions.
     """
     reviewer = actions.can_review(request.user)
-    # The sync row comes in the same query (a LEFT JOIN): the status badge costs nothing.
-    teams = actions.teams_for(request.user).select_related("sync").order_by("name", "pk")
+    # The sync row comes in the same query (a LEFT JOIN); the namespace quota as the
+    # inventory task last read it (cluster's NamespaceQuota, by its reverse accessor)
+    # in one more.
+    teams = (
+        actions.teams_for(request.user)
+        .select_related("sync")
+        .prefetch_related("quota_usage")
+        .order_by("name", "pk")
+    )
     selected = request.GET.get("team", "")
     if selected:
         teams = teams.filter(slug=selected)

@@ -408,6 +408,23 @@ PORTAL_RBAC_GROUP_TEMPLATE = env_str("PORTAL_RBAC_GROUP_TEMPLATE", "gpu-team-{sl
 if "{slug}" not in PORTAL_RBAC_GROUP_TEMPLATE:
     raise ImproperlyConfigured("PORTAL_RBAC_GROUP_TEMPLATE must contain {slug}")
 PORTAL_RBAC_USER_PREFIX = env_str("PORTAL_RBAC_USER_PREFIX", "oidc:")
+# What team members put in their own kubeconfig (the team page shows it): the
+# API server they reach, its CA, and the OIDC provider the API server trusts
+# (its --oidc-issuer-url and --oidc-client-id); kubectl gets tokens through
+# the kubelogin plugin. Without PORTAL_CLUSTER_API_URL the page says whom to ask.
+PORTAL_CLUSTER_NAME = env_str("PORTAL_CLUSTER_NAME", "gpu-cluster")
+PORTAL_CLUSTER_API_URL = env_str("PORTAL_CLUSTER_API_URL", "")
+if PORTAL_CLUSTER_API_URL and urlsplit(PORTAL_CLUSTER_API_URL).scheme != "https":
+    raise ImproperlyConfigured("PORTAL_CLUSTER_API_URL must be an https:// URL")
+PORTAL_CLUSTER_CA_DATA = env_str("PORTAL_CLUSTER_CA_DATA", "")
+PORTAL_CLUSTER_OIDC_ISSUER = env_str("PORTAL_CLUSTER_OIDC_ISSUER", "")
+PORTAL_CLUSTER_OIDC_CLIENT_ID = env_str("PORTAL_CLUSTER_OIDC_CLIENT_ID", "") or OIDC_RP_CLIENT_ID
+PORTAL_CLUSTER_OIDC_SCOPES = env_list("PORTAL_CLUSTER_OIDC_SCOPES", ["email", "groups"])
+if PORTAL_CLUSTER_API_URL and not (PORTAL_CLUSTER_OIDC_ISSUER and PORTAL_CLUSTER_OIDC_CLIENT_ID):
+    raise ImproperlyConfigured(
+        "PORTAL_CLUSTER_API_URL is set: set PORTAL_CLUSTER_OIDC_ISSUER and "
+        "PORTAL_CLUSTER_OIDC_CLIENT_ID (or OIDC_RP_CLIENT_ID) too"
+    )
 # /readyz gives each of its checks (database, broker, cluster) this many seconds.
 PORTAL_READY_TIMEOUT = env_int("PORTAL_READY_TIMEOUT", 2, minimum=1)
 # A worker's claim on a team's sync runs out after this many seconds (if it died).

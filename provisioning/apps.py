@@ -7,9 +7,11 @@ class ProvisioningConfig(AppConfig):
 
     def ready(self):
         from gpu_requests import hooks
-        from provisioning import actions
+        from provisioning import actions, views
 
         # A change of quota, membership or archive is a change of the team's
         # namespace: sync it (on commit, through the outbox).
         hooks.on_quota_changed(actions.team_changed, many=actions.teams_changed)
         hooks.on_members_changed(actions.members_changed)
+        # The team page shows how to reach and use the namespace.
+        hooks.on_team_panel(views.namespace_panel)

@@ -16,6 +16,16 @@ NETWORK_POLICY_NAME = "gpu-portal-default-deny-ingress"
 # Default container requests, so pods that ask for nothing are still admitted
 # in a namespace whose quota lists compute resources.
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+# Team namespaces enforce the `restricted` Pod Security standard (`namespace`
+# below): what it demands of every pod and container.
+POD_SECURITY = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+EXAMPLE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 
 
 def namespace_name(team_slug, prefix=""):
@@ -148,3 +158,81 @@ def team_objects(
         role_binding(ns, team_slug, subjects, cluster_role),
         network_policy(ns, team_slug),
     ]
+
+
+def example_job(*, namespace, flavor_slug, resource_name, node_selector, tolerations, gpus=1):
+    """A Job a team can apply as it is to run on one flavor: the flavor's node
+    selector (the labels `cluster.inventory.node_serves_flavor` checks) and
+    tolerations, the GPUs as `resources.limits` (requests follow), and the
+    restricted Pod Security its namespace enforces."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"gpu-check-{flavor_slug}", "namespace": namespace},
+        "spec": {
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 3600,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {**POD_SECURITY, "runAsUser": 1000},
+                    "nodeSelector": dict(node_selector),
+                    "tolerations": [dict(t) for t in tolerations],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": EXAMPLE_IMAGE,
+                            "command": ["nvidia-smi"],
+                            "resources": {"limits": {resource_name: str(gpus)}},
+                            "securityContext": CONTAINER_SECURITY,
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def user_kubeconfig(*, cluster_name, server, ca_data, issuer, client_id, scopes, namespace):
+    """A kubeconfig for a team member: the cluster's API server, the team's namespace,
+    and a token from the cluster's OIDC provider through the kubelogin plugin
+    (`kubectl oidc-login`), which the API server trusts (--oidc-issuer-url)."""
+    cluster = {"server": server}
+    if ca_data:
+        cluster["certificate-authority-data"] = ca_data
+    args = [
+        "oidc-login",
+        "get-token",
+        f"--oidc-issuer-url={issuer}",
+        f"--oidc-client-id={client_id}",
+    ]
+    args += [f"--oidc-extra-scope={scope}" for scope in scopes]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
+        "users": [
+            {
+                "name": f"{cluster_name}-oidc",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "kubectl",
+                        "args": args,
+                        "interactiveMode": "IfAvailable",
+                    }
+                },
+            }
+        ],
+        "contexts": [
+            {
+                "name": namespace,
+                "context": {
+                    "cluster": cluster_name,
+                    "user": f"{cluster_name}-oidc",
+                    "namespace": namespace,
+                },
+            }
+        ],
+        "current-context": namespace,
+    }

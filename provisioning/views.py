@@ -1,6 +1,8 @@
 """Admin pages for the cluster side: sync status, inventory, GPU nodes, and the
 two team-level actions (archive, delete namespace), each behind a confirm page."""
 
+import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -11,8 +13,8 @@ from cluster import kube
 from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
 from gpu_requests.forms import ReasonForm
-from gpu_requests.models import Flavor, SyncStatus, Team, shared_resource_names
-from provisioning import actions
+from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_resource_names
+from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
 
@@ -82,3 +84,51 @@ def team_delete_namespace(request, slug):
     context = {"team": team, "namespace": namespace, "sync": sync, "error": error}
     status = 400 if error else 200
     return render(request, "provisioning/confirm_delete_namespace.html", context, status=status)
+
+
+def _yaml(obj):
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+
+
+def namespace_panel(team):
+    """The team page's "How to use your namespace": its name, a kubeconfig for the
+    cluster's OIDC setup, and an example Job for each flavor the team holds now.
+    One query (the flavors of its active quota)."""
+    namespace = manifests.namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+    flavors = (
+        Flavor.objects.filter(
+            quota_requests__team=team, quota_requests__status=QuotaRequest.Status.ACTIVE
+        )
+        .distinct()
+        .order_by("name")
+    )
+    examples = [
+        (
+            flavor,
+            _yaml(
+                manifests.example_job(
+                    namespace=namespace,
+                    flavor_slug=flavor.slug,
+                    resource_name=flavor.resource_name,
+                    node_selector=flavor.node_selector,
+                    tolerations=flavor.tolerations,
+                )
+            ),
+        )
+        for flavor in flavors
+    ]
+    kubeconfig = None
+    if settings.PORTAL_CLUSTER_API_URL:
+        kubeconfig = _yaml(
+            manifests.user_kubeconfig(
+                cluster_name=settings.PORTAL_CLUSTER_NAME,
+                server=settings.PORTAL_CLUSTER_API_URL,
+                ca_data=settings.PORTAL_CLUSTER_CA_DATA,
+                issuer=settings.PORTAL_CLUSTER_OIDC_ISSUER,
+                client_id=settings.PORTAL_CLUSTER_OIDC_CLIENT_ID,
+                scopes=settings.PORTAL_CLUSTER_OIDC_SCOPES,
+                namespace=namespace,
+            )
+        )
+    context = {"team": team, "namespace": namespace, "kubeconfig": kubeconfig, "examples": examples}
+    return "provisioning/_namespace_panel.html", context

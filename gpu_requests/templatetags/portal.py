@@ -71,3 +71,9 @@ def hours(value):
     if value is None:
         return ""
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+@register.filter
+def sub(value, other):
+    """`value - other`, for the free part of a quota."""
+    return value - other

@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+from cluster import inventory
 from cluster.inventory import (
     FlavorFigures,
     GpuNodeFigures,
@@ -126,3 +127,64 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
 def test_quantities_that_are_not_whole_devices_count_as_none():
     odd = node("gpu-odd", H100, {"nvidia.com/gpu": "500m"})
     assert take_inventory([odd], [], [h100]).nodes == []
+
+
+# --- namespace quota ---
+
+REFUSAL = (
+    'Error creating: pods "train-x" is forbidden: exceeded quota: gpu-quota, '
+    "requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, "
+    "limited: requests.nvidia.com/gpu=2"
+)
+
+
+def quota(namespace, name, hard, used):
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hard": hard},
+        "status": {"hard": hard, "used": used},
+    }
+
+
+def event(namespace, message, stamp):
+    return {
+        "metadata": {"namespace": namespace},
+        "reason": "FailedCreate",
+        "message": message,
+        "lastTimestamp": stamp,
+    }
+
+
+def test_refused_resources_are_read_from_the_quota_message():
+    assert inventory.refused_resources(REFUSAL) == ["nvidia.com/gpu"]
+    two = "exceeded quota: q, requested: requests.cpu=1,requests.nvidia.com/mig-1g.10gb=2, used: x"
+    assert inventory.refused_resources(two) == ["cpu", "nvidia.com/mig-1g.10gb"]
+    assert inventory.refused_resources("Error creating: pods is forbidden: no such thing") == []
+
+
+def test_quota_usage_keeps_gpu_keys_of_team_namespaces_and_the_last_refusal():
+    quotas = [
+        quota(
+            "vision",
+            "gpu-quota",
+            {"requests.nvidia.com/gpu": "2", "requests.cpu": "8"},
+            {"requests.nvidia.com/gpu": "2", "requests.cpu": "1"},
+        ),
+        quota("vision", "tighter", {"requests.nvidia.com/mig-1g.10gb": "1"}, {}),
+        quota("vision", "looser", {"requests.nvidia.com/mig-1g.10gb": "9"}, {}),
+        quota("kube-system", "gpu-quota", {"requests.nvidia.com/gpu": "1"}, {}),
+    ]
+    events = [
+        event("vision", REFUSAL, "2026-12-01T10:00:00Z"),
+        event("vision", REFUSAL.replace("train-x", "train-y"), "2026-12-01T10:05:00Z"),
+        event("vision", "Error creating: something else", "2026-12-01T10:09:00Z"),
+        event("kube-system", REFUSAL, "2026-12-01T10:09:00Z"),
+    ]
+    usage = inventory.quota_usage(quotas, events, {"vision"})
+    assert set(usage) == {"vision"}
+    gpu = usage["vision"]["nvidia.com/gpu"]
+    assert (gpu.hard, gpu.used, gpu.at_limit) == (2, 2, True)
+    assert gpu.refused_at == "2026-12-01T10:05:00Z" and "train-y" in gpu.refused_message
+    mig = usage["vision"]["nvidia.com/mig-1g.10gb"]
+    assert (mig.hard, mig.used, mig.at_limit, mig.refused_at) == (1, 0, False, "")
+    assert "cpu" not in usage["vision"]

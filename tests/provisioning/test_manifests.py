@@ -114,3 +114,32 @@ def test_every_object_is_valid_kubernetes(version):
 def test_a_binding_without_subjects_is_valid(version):
     binding = manifests.role_binding("vision", "vision", [], "edit")
     kubernetes_validate.validate(binding, version, strict=True)
+
+
+def example():
+    return manifests.example_job(
+        namespace="vision",
+        flavor_slug="a100-1g",
+        resource_name="nvidia.com/mig-1g.10gb",
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    )
+
+
+def test_the_example_job_keeps_to_its_flavor_and_asks_by_limits():
+    pod = example()["spec"]["template"]["spec"]
+    assert example()["metadata"] == {"name": "gpu-check-a100-1g", "namespace": "vision"}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    assert pod["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    (container,) = pod["containers"]
+    assert container["resources"] == {"limits": {"nvidia.com/mig-1g.10gb": "1"}}
+    # What the namespace's `restricted` Pod Security demands.
+    assert container["securityContext"] == manifests.CONTAINER_SECURITY
+    assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_the_example_job_is_valid_kubernetes(version):
+    kubernetes_validate.validate(example(), version, strict=True)

@@ -1,6 +1,9 @@
 """Admin pages for the cluster side: sync status, inventory, GPU nodes, and the
 two team-level actions (archive, delete namespace), each behind a confirm page."""
 
+from collections import defaultdict
+from datetime import timedelta
+
 import yaml
 from django.conf import settings
 from django.contrib import messages
@@ -10,8 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from cluster import kube
-from cluster.models import GpuNode
+from cluster.models import GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
+from gpu_requests import capacity
 from gpu_requests.forms import ReasonForm
 from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_resource_names
 from provisioning import actions, manifests
@@ -26,19 +30,39 @@ def _require_reviewer(user):
 
 @login_required
 def cluster_overview(request):
-    """Every team's sync status, the inventory per flavor and the GPU nodes. Four queries."""
+    """Every team's sync status and quota, per flavor the three numbers easy to
+    confuse (capacity, reserved by quota now, allocated by running pods), and the
+    GPU nodes. Six queries (and one per registered reservation source)."""
     _require_reviewer(request.user)
-    teams = Team.objects.select_related("sync").order_by("name")
-    flavors = Flavor.objects.select_related("inventory").order_by("name")
-    nodes = GpuNode.objects.all()
-    shared = shared_resource_names([f for f in flavors if f.is_active])
+    now = timezone.now()
+    teams = list(Team.objects.select_related("sync").order_by("name"))
+    flavors = list(Flavor.objects.select_related("inventory").order_by("name"))
+    reserved = defaultdict(int)
+    team_reserved = defaultdict(lambda: defaultdict(int))
+    held = capacity.all_reservations([f.pk for f in flavors], now, now + timedelta(seconds=1))
+    for reservation in held:
+        if reservation.covers(now):
+            reserved[reservation.flavor_id] += reservation.gpus
+            if reservation.team_id is not None:
+                team_reserved[reservation.team_id][reservation.flavor_id] += reservation.gpus
+    cluster_quota = defaultdict(list)
+    for row in NamespaceQuota.objects.all():
+        cluster_quota[row.team_id].append(row)
+    names = {flavor.pk: flavor.name for flavor in flavors}
+    for flavor in flavors:
+        flavor.reserved_now = reserved[flavor.pk]
+    for team in teams:
+        team.reserved_now = sorted(
+            (names[flavor_id], gpus) for flavor_id, gpus in team_reserved[team.pk].items()
+        )
+        team.cluster_quota = cluster_quota[team.pk]
     context = {
         "teams": teams,
         "failing": [t for t in teams if t.sync_status == SyncStatus.FAILING],
         "flavors": flavors,
-        "nodes": nodes,
-        "shared": shared,
-        "now": timezone.now(),
+        "nodes": GpuNode.objects.all(),
+        "shared": shared_resource_names([f for f in flavors if f.is_active]),
+        "now": now,
     }
     return render(request, "provisioning/cluster.html", context)
 

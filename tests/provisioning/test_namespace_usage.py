@@ -54,6 +54,18 @@ def kubectl_apply(kubesim, namespace, manifest):
     assert result.returncode == 0, result.stderr
 
 
+def wait_until_used(cluster, gpus):
+    """The quota controller counts admitted pods a moment later, as on a cluster."""
+    wait_for(
+        lambda: (
+            cluster.get("ResourceQuota", "gpu-quota", "vision")["status"]["used"].get(
+                "requests.nvidia.com/gpu"
+            )
+            == gpus
+        )
+    )
+
+
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 def test_the_example_job_runs_on_a_node_of_its_flavor(
     client, alice, vision, vision_h100, cluster, kubesim
@@ -98,6 +110,15 @@ def test_the_dashboard_shows_use_at_the_limit_and_refused_pods(
         return [e for e in events if "exceeded quota" in e["message"]]
 
     wait_for(refused)
+    # The quota controller counts the two admitted pods a moment later, as on a cluster.
+    wait_for(
+        lambda: (
+            cluster.get("ResourceQuota", "gpu-quota", "vision")["status"]["used"].get(
+                "requests.nvidia.com/gpu"
+            )
+            == "2"
+        )
+    )
     cluster_actions.record_inventory()
     page = client.get("/").content.decode()
     usage = page[page.index('id="usage-vision"') :]
@@ -139,3 +160,28 @@ def test_the_panel_names_the_namespace_and_the_oidc_kubeconfig(
     assert "--oidc-client-id=kubernetes" in args
     # Copy buttons are hidden until the script shows them; the text is there without it.
     assert 'data-copy="kubeconfig-vision" hidden' in page
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_the_cluster_page_separates_capacity_reserved_and_allocated(
+    client, alice, admin_user, vision, vision_h100, cluster, kubesim
+):
+    client.force_login(alice)
+    kubectl_apply(kubesim, "vision", example_of(client, vision, vision_h100))
+
+    def scheduled():
+        pods = cluster.list("Pod", namespace="vision", label_selector="job-name=gpu-check-h100")
+        return [p for p in pods if p["spec"].get("nodeName")]
+
+    wait_for(scheduled)
+    wait_until_used(cluster, "1")
+    cluster_actions.record_inventory()
+    client.force_login(admin_user)
+    page = client.get("/cluster/").content.decode()
+    row = page[page.index('id="flavor-h100"') :].split("</tr>")[0]
+    numbers = re.findall(r'<td class="num">(\d+)', row)
+    # capacity, reserved by quota now, unreserved, allocated, not allocated, approvals use
+    assert numbers == ["16", "2", "14", "1", "15", "16"]
+    team = page[page.index('id="sync-vision"') :].split("</tr>")[0]
+    assert "2 × H100" in team
+    assert "<code>nvidia.com/gpu</code> 1 / 2" in team

@@ -179,9 +179,9 @@ def test_it_keeps_query_count_flat(login, admin_user, h100, a100):
             response = client.get(URL)
         assert response.status_code == 200
         counts.append(len(queries))
-    # session, user, 2 x permissions, team count, team page, team names (the filter),
-    # flavors, reservations, pending, events
-    assert counts[0] == counts[1] == 11, counts
+    # session, user, 2 x permissions, team count, team page, namespace quota
+    # (prefetched), team names (the filter), flavors, reservations, pending, events
+    assert counts[0] == counts[1] == 12, counts
 
 
 def test_it_pages_the_teams_for_admins(login, admin_user):

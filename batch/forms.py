@@ -5,6 +5,7 @@ import re
 from datetime import UTC, datetime
 
 from django import forms
+from django.utils import timezone
 
 from batch import actions
 from gpu_requests import actions as quota_actions
@@ -96,7 +97,7 @@ class BatchJobForm(forms.Form):
             choices.extend(
                 (
                     f"{window.pk}@{o.opens_at.isoformat()}",
-                    f"{window.name}: {o.opens_at:%a %d %b %H:%M} UTC",
+                    f"{window.name}: {timezone.localtime(o.opens_at):%a %d %b %H:%M %Z}",
                 )
                 for o in found
             )

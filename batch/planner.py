@@ -302,9 +302,12 @@ def plan(
                 usage[team] += charge
                 result.gpu_hours[team] = result.gpu_hours.get(team, 0) + charge / 3600
                 served.add(team)
+                # Stored text read by people in any zone: the start is told from the
+                # opening (the page shows the planned start in each viewer's zone).
+                offset = start - _ts(slot.opens_at)
+                when = f"{hours(offset)} after it opens" if offset > 0 else "when it opens"
                 result.reasons.setdefault(job.id, []).append(
-                    f"Planned for {slot.label or slot.opens_at.isoformat()}, "
-                    f"starting {_dt(start):%a %H:%M} UTC."
+                    f"Planned for {slot.label or slot.opens_at.isoformat()}, starting {when}."
                 )
                 if position[team] < len(team_jobs):
                     heapq.heappush(heap, (0, usage[team] / weights.get(team, 1), team))

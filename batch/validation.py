@@ -7,6 +7,8 @@ same answer. Pure functions over plain values (plus the catalog rows passed in).
 import re
 from datetime import time
 
+from django.utils import timezone
+
 from batch import occurrences
 
 # Kubernetes' classic rule for environment variable names.
@@ -213,8 +215,8 @@ def job_errors(data, *, prefixes, windows):
         window, found, _ = fitting[0]
         if not any(o.opens_at == opens_at for o in found):
             errors["occurrence"] = [
-                f"{window.name} has no occurrence opening at {opens_at:%Y-%m-%d %H:%M} UTC "
-                "in the next weeks."
+                f"{window.name} has no occurrence opening at "
+                f"{timezone.localtime(opens_at):%Y-%m-%d %H:%M %Z} in the next weeks."
             ]
     elif opens_at is not None:
         errors["occurrence"] = ["Name the window of the occurrence too."]

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 
 from billing import actions
 from billing.models import Budget, IngestedHour, Rate
+from gpu_requests.formats import money
 
 
 class RateForm(forms.ModelForm):
@@ -66,8 +67,12 @@ class RateAdmin(admin.ModelAdmin):
 
 @admin.register(Budget)
 class BudgetAdmin(admin.ModelAdmin):
-    list_display = ["team", "monthly_amount", "updated_at"]
+    list_display = ["team", "amount", "updated_at"]
     autocomplete_fields = ["team"]
+
+    @admin.display(description="Monthly amount", ordering="monthly_amount")
+    def amount(self, budget):
+        return money(budget.monthly_amount)
 
 
 @admin.register(IngestedHour)

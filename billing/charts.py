@@ -7,6 +7,8 @@ point carries its value for a <title> tooltip and the table beside it.
 
 from dataclasses import dataclass, field
 
+from gpu_requests import formats
+
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 40
 
@@ -58,12 +60,7 @@ class Chart:
 
     def set_y_axis(self, maximum, unit):
         self.unit = unit
-        self.y_ticks = [(self.y_of(t, maximum), _short(t)) for t in ticks(maximum)]
-
-
-def _short(value):
-    value = float(value)
-    return f"{value:,.0f}" if value.is_integer() or value >= 1000 else f"{value:,.1f}"
+        self.y_ticks = [(self.y_of(t, maximum), formats.gpu_hours(t)) for t in ticks(maximum)]
 
 
 def _every(count, wanted=10):
@@ -103,7 +100,7 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours"):
                     "height": max(bottom - top, 0.5),
                     "pattern": pattern,
                     "colour": colour,
-                    "title": f"{row[label_key]}: {label} {_short(value)} {unit}",
+                    "title": f"{row[label_key]}: {label} {formats.gpu_hours(value)} {unit}",
                 }
             )
             base += value

@@ -2,8 +2,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from gpu_requests import actions, hooks
+from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
-from gpu_requests.templatetags.portal import money
 
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"

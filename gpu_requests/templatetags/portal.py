@@ -1,23 +1,11 @@
-from datetime import UTC
-from decimal import Decimal
-
 from django import template
-from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html
 
-from gpu_requests import actions
+from gpu_requests import actions, formats
 from gpu_requests.models import MAX_TEXT_LENGTH
 
 register = template.Library()
-
-
-@register.filter
-def utc(value, fmt="%Y-%m-%d %H:%M"):
-    """A datetime in UTC with the zone spelled out: pages and forms both speak UTC."""
-    if not value:
-        return ""
-    return f"{value.astimezone(UTC):{fmt}} UTC"
 
 
 @register.filter
@@ -31,10 +19,7 @@ def when(value, fmt="%Y-%m-%d %H:%M"):
 
 @register.filter
 def money(value):
-    if value is None or value == "":
-        return ""
-    amount = Decimal(value).quantize(Decimal("0.01"))
-    return f"{amount:,} {settings.PORTAL_CURRENCY}"
+    return formats.money(value)
 
 
 @register.filter
@@ -67,10 +52,7 @@ def text_counter(*id_parts, value=""):
 
 @register.filter
 def hours(value):
-    """Hours as a whole number when they are one (48, not 48.0)."""
-    if value is None:
-        return ""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    return formats.gpu_hours(value)
 
 
 @register.filter

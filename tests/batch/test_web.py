@@ -1,6 +1,10 @@
 """Batch pages: calendar, job form (live estimate, errors), list, detail, cancel."""
 
+import re
+from zoneinfo import ZoneInfo
+
 import pytest
+from django.utils import timezone
 
 from batch import actions
 from batch.models import BatchJob
@@ -97,3 +101,23 @@ def test_cancel_from_the_page(client, ready, vision, h100):
     assert b"cancelled" in response.content
     job.refresh_from_db()
     assert job.status == BatchJob.Status.CANCELLED
+
+
+def test_batch_pages_and_the_form_speak_the_users_zone(client, ready, vision, h100, admin_user):
+    """Nights open at 22:00 in New York: a Tokyo user sees 12:00 JST, never UTC."""
+    client.force_login(ready)
+    client.post("/preferences/", {"time_zone": "Asia/Tokyo"})
+    form = client.get("/batch/jobs/new/").content.decode()
+    assert re.search(r"Nights: \w{3} \d\d \w{3} 12:00 JST", form)
+    client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
+    actions.replan()
+    job = BatchJob.objects.get()
+    detail = client.get(f"/batch/jobs/{job.pk}/").content.decode()
+    assert (
+        f"{timezone.localtime(job.opens_at, ZoneInfo('Asia/Tokyo')):%Y-%m-%d} 12:00 JST" in detail
+    )
+    assert " UTC" not in detail
+    calendar = client.get("/batch/").content.decode()
+    assert "12:00 JST" in calendar and " UTC" not in calendar
+    jobs = client.get("/batch/jobs/").content.decode()
+    assert "JST" in jobs and " UTC" not in jobs

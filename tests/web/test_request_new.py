@@ -71,6 +71,9 @@ def test_it_submits_and_redirects_to_the_detail(
     # Reviewers hear about it.
     assert [m.to for m in mail.outbox] == [["admin@example.com"]]
     assert "2 x H100 80GB" in mail.outbox[0].subject
+    # Money in the one format of every page: two decimals and the currency.
+    assert "Estimated cost: 192.00 USD" in mail.outbox[0].body
+    assert "192.00 USD" in mail.outbox[0].alternatives[0][0]
     page = login(alice).get(response["Location"])
     assert f"Request #{req.pk} submitted".encode() in page.content
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 from gpu_requests import actions
 from tests.factories import next_week, submit
@@ -250,3 +251,43 @@ def test_the_browsers_time_zone_is_stored_at_the_first_login(browser, live_serve
     finally:
         context.close()
         connections.close_all()
+
+
+def test_the_namespace_panel_fits_a_phone_and_copies(
+    browser,  # noqa: F811
+    live_server,
+    transactional_db,
+    alice,
+    vision,
+    h100,
+    admin_user,
+    settings,
+):
+    """The team page with its "How to use your namespace" panel filled: a kubeconfig
+    and an example Job (long YAML lines) scroll inside their card, not the page."""
+    settings.PORTAL_CLUSTER_API_URL = "https://api.gpu-cluster.example.org:6443"
+    settings.PORTAL_CLUSTER_OIDC_ISSUER = "https://sso.example.org/realms/research-computing"
+    settings.PORTAL_CLUSTER_OIDC_CLIENT_ID = "kubernetes"
+    actions.approve(submit(vision, h100, alice, gpus=2, starts_at=timezone.now()), by=admin_user)
+    try:
+        context = browser.new_context(
+            base_url=live_server.url, viewport={"width": 390, "height": 844}
+        )
+        context.grant_permissions(["clipboard-read", "clipboard-write"])
+        phone = context.new_page()
+        phone.set_default_timeout(10_000)
+        log_in(phone, "alice")
+        phone.goto("/teams/vision/")
+        panel = phone.locator("#namespace-howto")
+        assert "gpu-check-h100" in panel.locator("pre#example-h100").inner_text()
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        shot(phone, "phone_team_namespace")
+        # With JavaScript the copy button shows and copies the manifest as it stands.
+        phone.click("button[data-copy=example-h100]")
+        phone.wait_for_selector("button[data-copy=example-h100]:has-text('Copied')")
+        copied = phone.evaluate("navigator.clipboard.readText()")
+        context.close()
+    finally:
+        connections.close_all()  # see the page fixture
+    assert width <= 390
+    assert "kind: Job" in copied and "nvidia.com/gpu: '1'" in copied

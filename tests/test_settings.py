@@ -30,6 +30,8 @@ def start_up(**env):
         ("PORTAL_LOG_FORMAT", "xml", "PORTAL_LOG_FORMAT='xml' must be text or json"),
         ("PORTAL_TRUSTED_PROXIES", "-1", "PORTAL_TRUSTED_PROXIES='-1' must be at least 0"),
         ("PORTAL_CLOCK", "sim", "PORTAL_CLOCK='sim' must be real or kubesim"),
+        ("PORTAL_CLUSTER_API_URL", "http://k8s:6443", "PORTAL_CLUSTER_API_URL must be an https"),
+        ("PORTAL_CLUSTER_API_URL", "https://k8s:6443", "set PORTAL_CLUSTER_OIDC_ISSUER and"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value, message):

@@ -216,3 +216,45 @@ def test_a_worker_whose_database_connection_was_cut_carries_on(workers, cluster,
 
     wait_for(lambda: in_sync(nlp), timeout=20, interval=0.3, every=actions.sweep)
     assert hard(cluster, "nlp") == caps("3")
+
+
+def hard_used(cluster):
+    status = cluster.get("ResourceQuota", "gpu-quota", "vision")["status"]
+    key = "requests.nvidia.com/gpu"
+    return status["hard"].get(key), status["used"].get(key)
+
+
+def test_the_inventory_task_in_a_worker_records_use_and_refusals(workers, cluster, demo_flavors):
+    """The beat's inventory task, run by a worker: the namespace's quota, what its
+    pods use and the pods it refused reach the database the dashboard reads."""
+    from cluster import tasks
+    from cluster.models import NamespaceQuota
+    from provisioning.manifests import example_job
+
+    workers.start()
+    vision = TeamFactory(slug="vision")
+    h100 = demo_flavors["h100"]
+    approve_now(vision, h100, gpus=2)
+    wait_for(lambda: in_sync(vision), timeout=10)
+    job = example_job(
+        namespace="vision",
+        flavor_slug="h100",
+        resource_name=h100.resource_name,
+        node_selector=h100.node_selector,
+        tolerations=h100.tolerations,
+    )
+    job["spec"].update(parallelism=3, completions=3)
+    job["spec"]["template"]["metadata"] = {"annotations": {"kubesim.io/duration": "1h"}}
+    cluster.apply(job, field_manager="test")
+
+    # The cluster first: the third pod refused, and the two admitted ones counted.
+    wait_for(
+        lambda: cluster.list("Event", namespace="vision", field_selector="reason=FailedCreate")
+    )
+    wait_for(lambda: hard_used(cluster) == ("2", "2"))
+    tasks.record_inventory.delay()
+    row = wait_for(
+        lambda: NamespaceQuota.objects.filter(team=vision, resource_name="nvidia.com/gpu").first()
+    )
+    assert (row.hard, row.used, row.refusing) == (2, 2, True)
+    assert "exceeded quota: gpu-quota" in row.refused_message

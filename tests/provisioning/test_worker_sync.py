@@ -9,9 +9,12 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from cluster import tasks
+from cluster.models import NamespaceQuota
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent
 from provisioning import actions
+from provisioning.manifests import example_job
 from provisioning.models import TeamSync
 from tests.factories import TeamFactory, UserFactory, add_member, make_reviewer, submit
 from tests.provisioning.conftest import _use_broker, wait_for
@@ -227,10 +230,6 @@ def hard_used(cluster):
 def test_the_inventory_task_in_a_worker_records_use_and_refusals(workers, cluster, demo_flavors):
     """The beat's inventory task, run by a worker: the namespace's quota, what its
     pods use and the pods it refused reach the database the dashboard reads."""
-    from cluster import tasks
-    from cluster.models import NamespaceQuota
-    from provisioning.manifests import example_job
-
     workers.start()
     vision = TeamFactory(slug="vision")
     h100 = demo_flavors["h100"]

@@ -264,8 +264,10 @@ def recent_chart(namespace, kind, name, now):
     values = [None] * (24 * 60 + 1)
     for timestamp, value in points:
         values[int((timestamp - start.timestamp()) // 60)] = round(value * 100, 1)
+    # Hours of the day in the viewer's zone (the chart's title names it).
     labels = [
-        f"{start + timedelta(minutes=m):%H:%M}" if m % 180 == 0 else "" for m in range(len(values))
+        f"{timezone.localtime(start + timedelta(minutes=m)):%H:%M}" if m % 180 == 0 else ""
+        for m in range(len(values))
     ]
     chart = charts.line_chart(
         labels, [{"label": "Engine activity", "values": values}], "% active", 100

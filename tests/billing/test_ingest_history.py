@@ -228,8 +228,12 @@ def test_the_report_card_shows_the_last_24_hours_per_minute(metered, client, ali
     actions.ingest_hour(H10)
     with time_machine.travel(H11 + timedelta(minutes=30), tick=False):
         client.force_login(alice)
+        client.post("/preferences/", {"time_zone": "Asia/Tokyo"})
         page = client.get("/billing/teams/vision/workloads/vision/Job/train/").content.decode()
     assert 'id="recent-chart"' in page and "Engine activity per minute" in page
+    # The hours of the day in the viewer's zone: 11:30 UTC a day back is 20:30 in Tokyo.
+    assert "times in Asia/Tokyo" in page
+    assert ">20:30</text>" in page
     points = metering.recent_activity("vision", "Job", "train", H11 + timedelta(minutes=30))
     # 10:30 to 11:15, both GPUs: 0.9 and 0.05, then 0.9 and 0.04 from 10:45.
     assert len(points) == 45

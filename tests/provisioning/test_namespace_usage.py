@@ -180,8 +180,8 @@ def test_the_cluster_page_separates_capacity_reserved_and_allocated(
     page = client.get("/cluster/").content.decode()
     row = page[page.index('id="flavor-h100"') :].split("</tr>")[0]
     numbers = re.findall(r'<td class="num">(\d+)', row)
-    # capacity, reserved by quota now, unreserved, allocated, not allocated, approvals use
-    assert numbers == ["16", "2", "14", "1", "15", "16"]
+    # capacity, approvals use, reserved by quota now, unreserved, allocated, not allocated
+    assert numbers == ["16", "16", "2", "14", "1", "15"]
     team = page[page.index('id="sync-vision"') :].split("</tr>")[0]
     assert "2 × H100" in team
     assert "<code>nvidia.com/gpu</code> 1 / 2" in team

@@ -99,7 +99,9 @@ def kubesim(request, settings, tmp_path):
     gives the role other rules with `parametrize("kubesim", [rules], indirect=True)`.)"""
     account, role, binding = deployed()
     portal_rules = getattr(request, "param", role["rules"])
-    with running_kubesim(auth=True) as sim:
+    # kubectl sends no credentials over plain HTTP: its tests mark themselves kubesim_tls.
+    tls = request.node.get_closest_marker("kubesim_tls") is not None
+    with running_kubesim(auth=True, tls=tls) as sim:
         admin = kube.Cluster(kube.load_configuration(sim.kubeconfig_path), timeout=5)
         rbac = "/apis/rbac.authorization.k8s.io/v1"
         admin.call("POST", f"{rbac}/clusterroles", body={**role, "rules": portal_rules})

@@ -7,6 +7,7 @@ text the team page shows, applied with kubectl.
 
 import html
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -44,8 +45,14 @@ def example_of(client, team, flavor):
 
 
 def kubectl_apply(kubesim, namespace, manifest):
+    """`kubectl apply` as a member of the team: a user in the team's group, which the
+    RoleBinding the sync made grants `edit` in the namespace (and nothing else)."""
+    token = kubesim.sim.auth.add_token(
+        secrets.token_urlsafe(16), "alice", groups=["gpu-team-vision"]
+    )
+    kubeconfig = kubesim.sim.write_kubeconfig(f"{kubesim.kubeconfig}.alice", token=token)
     result = subprocess.run(
-        [KUBECTL, "--kubeconfig", kubesim.kubeconfig, "-n", namespace, "apply", "-f", "-"],
+        [KUBECTL, "--kubeconfig", kubeconfig, "-n", namespace, "apply", "-f", "-"],
         input=manifest,
         capture_output=True,
         text=True,
@@ -67,6 +74,7 @@ def wait_until_used(cluster, gpus):
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
 def test_the_example_job_runs_on_a_node_of_its_flavor(
     client, alice, vision, vision_h100, cluster, kubesim
 ):
@@ -85,6 +93,7 @@ def test_the_example_job_runs_on_a_node_of_its_flavor(
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
 def test_the_dashboard_shows_use_at_the_limit_and_refused_pods(
     client, alice, vision, vision_h100, cluster, kubesim
 ):
@@ -163,6 +172,7 @@ def test_the_panel_names_the_namespace_and_the_oidc_kubeconfig(
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
 def test_the_cluster_page_separates_capacity_reserved_and_allocated(
     client, alice, admin_user, vision, vision_h100, cluster, kubesim
 ):

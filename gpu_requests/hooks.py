@@ -32,7 +32,6 @@ Events:
   on): `gpu_requests.notices` sends the email after commit and hands the same
   `Notice` to each callback here, in the transaction (the webhooks record
   their deliveries there).
-- members changed: who belongs to the team changed (the Django admin).
 
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
 app above this one (provisioning's "How to use your namespace").

@@ -70,6 +70,9 @@ class NotConfigured(PermanentClusterError):
         super().__init__(0, message)
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
 def load_configuration(kubeconfig=None, context=None):
     """A client Configuration from, in order: an explicit kubeconfig or context,
     $KUBECONFIG, the pod's service account, ~/.kube/config."""
@@ -81,7 +84,13 @@ def load_configuration(kubeconfig=None, context=None):
                 config_file=kubeconfig, context=context, client_configuration=configuration
             )
         else:
-            k8s_config.load_incluster_config(client_configuration=configuration)
+            # In a pod: the ServiceAccount's token and CA where the kubelet mounts
+            # them (re-read as the token rotates), or where PORTAL_SERVICE_ACCOUNT_DIR says.
+            directory = os.environ.get("PORTAL_SERVICE_ACCOUNT_DIR") or SERVICE_ACCOUNT_DIR
+            k8s_config.incluster_config.InClusterConfigLoader(
+                token_filename=os.path.join(directory, "token"),
+                cert_filename=os.path.join(directory, "ca.crt"),
+            ).load_and_set(configuration)
     except (k8s_config.ConfigException, OSError) as exc:
         raise NotConfigured(f"No usable Kubernetes configuration: {exc}") from None
     # One attempt per call at the HTTP level; retries are ours (below) and Celery's.

@@ -4,6 +4,8 @@ kubesim with RBAC enforced and deploy/'s ClusterRole (tests/provisioning/conftes
 provisioning, a batch Job's creation, release and run, and the GPU inventory all
 work, every request the workers make is the ServiceAccount's, and none is refused."""
 
+from urllib.parse import urlsplit
+
 import pytest
 from django.db.models import F
 
@@ -92,4 +94,33 @@ def test_a_worker_takes_the_inventory_as_the_service_account(
     wait_for(lambda: FlavorCapacity.objects.filter(flavor__slug="h100").exists(), timeout=20)
     assert FlavorCapacity.objects.get(flavor__slug="h100").devices == 16
     assert GpuNode.objects.filter(gpu_model="NVIDIA-H100-80GB-HBM3").count() == 2
+    assert_all_done_as_the_portal(kubesim)
+
+
+@pytest.mark.kubesim_tls
+def test_a_worker_in_a_pod_uses_the_mounted_service_account_token(
+    workers, kubesim, cluster, demo_flavors, tmp_path
+):
+    """No kubeconfig: a worker finds the API server and its credentials as a pod
+    does (KUBERNETES_SERVICE_HOST/PORT, the mounted token and CA), over HTTPS."""
+    mounted = tmp_path / "serviceaccount"
+    mounted.mkdir()
+    account = kubesim.portal_user.split(":")  # system:serviceaccount:NS:NAME
+    (mounted / "token").write_text(kubesim.sim.auth.service_account_token(*account[2:]))
+    (mounted / "ca.crt").write_bytes(kubesim.sim.certificates.ca_pem)
+    (mounted / "namespace").write_text(account[2])
+    server = urlsplit(kubesim.url)
+    workers.start(
+        PORTAL_KUBECONFIG="",
+        KUBECONFIG="",
+        KUBERNETES_SERVICE_HOST=server.hostname,
+        KUBERNETES_SERVICE_PORT=str(server.port),
+        PORTAL_SERVICE_ACCOUNT_DIR=str(mounted),
+    )
+    kubesim.clear_requests()
+    vision = TeamFactory(slug="vision")
+    approve_now(vision, demo_flavors["h100"], gpus=4)
+
+    wait_for(lambda: in_sync(vision), timeout=20)
+    assert hard(cluster, "vision") == caps("4")
     assert_all_done_as_the_portal(kubesim)

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -59,7 +60,9 @@ class Sim:
         request = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
-        with urllib.request.urlopen(request, timeout=10) as response:
+        certificates = self.sim.certificates  # kubesim over HTTPS: trust its CA
+        tls = certificates and ssl.create_default_context(cadata=certificates.ca_pem.decode())
+        with urllib.request.urlopen(request, timeout=10, context=tls or None) as response:
             return json.loads(response.read() or b"{}")
 
     def requests(self):

@@ -11,6 +11,7 @@ deadline fixed at release; re-applies of the Jobs a dead worker had applied
 but not yet recorded change nothing.
 """
 
+import os
 from collections import Counter
 from datetime import timedelta
 from decimal import Decimal
@@ -40,7 +41,8 @@ def all_synced():
 def no_message_in_flight(redis_url):
     """Nothing queued, nothing a worker has taken and not yet acknowledged."""
     client = redis.Redis.from_url(redis_url)
-    return client.llen("celery") == 0 and client.hlen("unacked") == 0
+    prefix = os.environ["CELERY_BROKER_KEY_PREFIX"]  # this test's (redis_url)
+    return client.llen(f"{prefix}celery") == 0 and client.hlen(f"{prefix}unacked") == 0
 
 
 def live_jobs(cluster):

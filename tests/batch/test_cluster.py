@@ -40,6 +40,30 @@ def status_of(job):
     return BatchJob.objects.values_list("status", flat=True).get(pk=job.pk)
 
 
+def reclaim_its_node(job, cluster, kubesim):
+    """Release `job`, let its one pod run two minutes, then reclaim its spot node
+    (eviction, 30 s grace) and let 5 s pass."""
+    batch_cluster.release_due()
+    watch_until(job, {Status.RUNNING}, kubesim)
+    (pod,) = wait_for(
+        lambda: [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
+    )
+    advance(kubesim, 120)
+    kubesim._call(
+        "POST",
+        f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
+        {"mode": "eviction", "grace_seconds": 30},
+    )
+    advance(kubesim, 5)
+
+
+def record_as_the_portal(job, cluster):
+    """What the watch does with the live Job, done once here."""
+    live = cluster.get("Job", f"batch-{job.pk}", "vision")
+    if live is not None:
+        batch_cluster.record(live, cluster=kube.cluster())
+
+
 def watch_until(job, wanted, kubesim, *, advance_by=0):
     def reached():
         batch_cluster.watch_jobs(seconds=1)
@@ -209,23 +233,10 @@ def test_a_reclaim_of_a_job_that_does_not_tolerate_it_sends_it_back_to_the_queue
 ):
     job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
     actions.replan()
-    batch_cluster.release_due()
-    watch_until(job, {Status.RUNNING}, kubesim)
-    (pod,) = wait_for(
-        lambda: [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
-    )
-    advance(kubesim, 120)
-    kubesim._call(
-        "POST",
-        f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
-        {"mode": "eviction", "grace_seconds": 30},
-    )
-    advance(kubesim, 5)
+    reclaim_its_node(job, cluster, kubesim)
 
     def requeued():
-        live = cluster.get("Job", f"batch-{job.pk}", "vision")
-        if live is not None:
-            batch_cluster.record(live, cluster=kube.cluster())  # as the portal
+        record_as_the_portal(job, cluster)
         return job.events.filter(action="requeue").exists()
 
     wait_for(requeued)

@@ -8,9 +8,13 @@ from datetime import timedelta
 from batch import actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob
-from cluster import kube
 from gpu_requests.models import Membership
-from tests.batch.test_cluster import advance, submit, watch_until
+from tests.batch.test_cluster import (
+    reclaim_its_node,
+    record_as_the_portal,
+    submit,
+    watch_until,
+)
 from tests.factories import UserFactory
 from tests.provisioning.conftest import wait_for
 
@@ -74,23 +78,10 @@ def test_a_reclaim_it_does_not_tolerate_tells_it_is_queued_again(
     setup, demo_flavors, cluster, kubesim, mailoutbox
 ):
     job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
-    batch_cluster.release_due()
-    watch_until(job, {Status.RUNNING}, kubesim)
-    (pod,) = wait_for(
-        lambda: [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
-    )
-    advance(kubesim, 120)
-    kubesim._call(
-        "POST",
-        f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
-        {"mode": "eviction", "grace_seconds": 30},
-    )
-    advance(kubesim, 5)
+    reclaim_its_node(job, cluster, kubesim)
 
     def preempted_mail():
-        live = cluster.get("Job", f"batch-{job.pk}", "vision")
-        if live is not None:
-            batch_cluster.record(live, cluster=kube.cluster())  # as the portal
+        record_as_the_portal(job, cluster)
         return [m for m in mailoutbox if "preempted" in m.subject]
 
     (mail,) = wait_for(preempted_mail)

@@ -10,7 +10,6 @@ from django.utils import timezone
 from batch import actions as batch_actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob
-from billing import actions
 from billing.models import TeamUsage
 from tests.batch.conftest import (  # noqa: F401 (fixtures)
     cluster,
@@ -21,7 +20,7 @@ from tests.batch.conftest import (  # noqa: F401 (fixtures)
     setup,
 )
 from tests.billing.promserver import require_prometheus, running_prometheus
-from tests.billing.test_live_metering import scrape_configs
+from tests.billing.test_live_metering import ingest_since, scrape_configs
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.prometheus
@@ -67,8 +66,7 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
         settings.PORTAL_PROMETHEUS_URL = url
 
         def l4_row():
-            for hour in {actions.hour_floor(started), actions.hour_floor(timezone.now())}:
-                actions.ingest_hour(hour)
+            ingest_since(started)
             rows = TeamUsage.objects.filter(team=team, flavor__slug="l4")
             return rows.order_by("-hour").first()
 

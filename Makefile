@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint format lock clean
+.PHONY: install demo test lint format lock clean cluster-binaries cluster
 
 $(BIN)/.installed: requirements.lock
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
@@ -14,8 +14,21 @@ $(BIN)/.installed: requirements.lock
 
 install: $(BIN)/.installed
 
-demo: install
-	$(BIN)/python -m portal.demo
+# CLUSTER=kubesim (the default: nothing to build) or CLUSTER=kubernetes (the
+# real control plane of controlplane/, built from the Go module proxy).
+CLUSTER ?= kubesim
+
+demo: install $(if $(filter kubernetes,$(CLUSTER)),cluster-binaries)
+	PORTAL_DEMO_CLUSTER=$(CLUSTER) $(BIN)/python -m portal.demo
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK and
+# kube-state-metrics into ~/.cache/gpu-portal/cluster (PORTAL_CLUSTER_CACHE).
+cluster-binaries:
+	controlplane/build.sh
+
+# The real control plane with KWOK GPU nodes on 127.0.0.1:$(CLUSTER_PORT), until Ctrl-C.
+cluster: install cluster-binaries
+	$(BIN)/python -m controlplane
 
 test: install lint
 	$(BIN)/pytest

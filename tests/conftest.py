@@ -76,6 +76,24 @@ def _needs_postgresql(request):
         pytest.skip(f"needs PostgreSQL (DATABASE_URL=postgres://...), not {connection.vendor}")
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test marked `kubesim_only(why)` runs on kubesim alone: its real-cluster
+    case is deselected (it needs kubesim's clock or fault injection)."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("kubesim_only")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if marker is not None:
+            assert marker.args, f"{item.nodeid}: kubesim_only needs a reason"
+            if params.get("backend") == "kubernetes":
+                dropped.append(item)
+                continue
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI=true a skip is a failure: a missing service must not pass quietly."""

@@ -15,7 +15,7 @@ from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluste
     cluster,
     demo_flavors,
     eager,
-    kubesim,
+    backend,
     redis_url,
     workers,
 )
@@ -92,7 +92,7 @@ def open_now(transactional_db, demo_flavors):  # noqa: F811 (imported fixtures)
 
 
 @pytest.fixture
-def setup(open_now, kubesim, eager):  # noqa: F811 (imported fixtures)
+def setup(open_now, backend, eager):  # noqa: F811 (imported fixtures)
     """`open_now` with kubesim, tasks run inline."""
     return open_now
 
@@ -132,18 +132,18 @@ def beat(workers, tmp_path):  # noqa: F811 (imported fixtures)
 
 
 @pytest.fixture
-def sim_clock(kubesim, settings):  # noqa: F811 (imported fixtures)
+def sim_clock(backend, settings):  # noqa: F811 (imported fixtures)
     """The portal on kubesim's clock, in this process (and its live server)."""
     settings.PORTAL_CLOCK = "kubesim"
     settings.PORTAL_CLOCK_REFRESH = 1
     clock.forget()
-    yield SimClock(kubesim)
+    yield SimClock(backend)
     clock.forget()
 
 
 class SimClock:
     def __init__(self, sim):
-        self.kubesim = sim
+        self.backend = sim
 
     def now(self):
         clock.forget()
@@ -151,7 +151,7 @@ class SimClock:
 
     def advance(self, seconds):
         """Move kubesim's clock (and so the portal's) forward; the new now."""
-        self.kubesim._call("POST", "/_sim/clock", {"advance": seconds})
+        self.backend.pass_time(seconds)
         return self.now()
 
     def advance_to(self, moment):

@@ -21,7 +21,7 @@ from tests.provisioning.conftest import wait_for
 Status = BatchJob.Status
 
 
-def test_released_then_succeeded(setup, demo_flavors, kubesim, mailoutbox):
+def test_released_then_succeeded(setup, demo_flavors, backend, mailoutbox):
     job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
     assert BatchJob.objects.get(pk=job.pk).status == Status.PLANNED
     assert mailoutbox == []  # planned at once, shown on the page: no email
@@ -34,7 +34,7 @@ def test_released_then_succeeded(setup, demo_flavors, kubesim, mailoutbox):
     assert "at the latest: its maximum runtime of 60 minutes." in released.body
     assert f"/batch/jobs/{job.pk}/" in released.body
 
-    watch_until(job, {Status.SUCCEEDED}, kubesim, advance_by=300)
+    watch_until(job, {Status.SUCCEEDED}, backend, advance_by=300)
     finished = mailoutbox[1]
     assert finished.subject == f"[GPU portal] Batch job #{job.pk} train succeeded"
     assert "Completed." in finished.body and "GPU-hours" in finished.body
@@ -58,7 +58,7 @@ def test_a_burst_is_one_email_per_person(setup, demo_flavors, mailoutbox):
 
 
 def test_a_late_release_says_the_close_binds_and_the_deadline_is_explained(
-    setup, demo_flavors, kubesim, mailoutbox
+    setup, demo_flavors, backend, mailoutbox
 ):
     job = submit(setup, demo_flavors["h100"], annotations={"kubesim.io/duration": "3h"})
     job.refresh_from_db()
@@ -68,17 +68,17 @@ def test_a_late_release_says_the_close_binds_and_the_deadline_is_explained(
     (released,) = mailoutbox
     assert "at the latest: the window's close, before its maximum runtime" in released.body
 
-    watch_until(job, {Status.DEADLINE_EXCEEDED}, kubesim, advance_by=600)
+    watch_until(job, {Status.DEADLINE_EXCEEDED}, backend, advance_by=600)
     finished = mailoutbox[1]
     assert finished.subject == f"[GPU portal] Batch job #{job.pk} train deadline exceeded"
     assert "Stopped at its deadline" in finished.body
 
 
 def test_a_reclaim_it_does_not_tolerate_tells_it_is_queued_again(
-    setup, demo_flavors, cluster, kubesim, mailoutbox
+    setup, demo_flavors, cluster, backend, mailoutbox
 ):
     job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
-    reclaim_its_node(job, cluster, kubesim)
+    reclaim_its_node(job, cluster, backend)
 
     def preempted_mail():
         record_as_the_portal(job, cluster)

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.celery]
 
 
 def test_alice_queues_admin_sees_window_opens_alice_sees_it_succeed(
-    workers, sim_clock, sim_beat, kubesim, cluster, demo_flavors, page, alice, vision, admin_user
+    workers, sim_clock, sim_beat, backend, cluster, demo_flavors, page, alice, vision, admin_user
 ):
     workers.start("w1", **SIM_WORKER)
     ImageRule.objects.create(prefix="docker.io/library/")
@@ -96,7 +96,7 @@ def test_alice_queues_admin_sees_window_opens_alice_sees_it_succeed(
 
     # Its pods run for two sim minutes; the watch records the outcome.
     def advance():
-        kubesim._call("POST", "/_sim/clock", {"advance": 30})
+        backend.pass_time(30)
 
     wait_for(
         lambda: BatchJob.objects.get(pk=job.pk).status == BatchJob.Status.SUCCEEDED,

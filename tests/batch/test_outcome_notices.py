@@ -14,7 +14,7 @@ from tests.waiting import wait_for
 def test_a_finished_job_is_posted_to_the_teams_webhook(
     setup,
     demo_flavors,
-    kubesim,
+    backend,
     receiver,  # noqa: F811 (the imported fixture)
     settings,
 ):
@@ -23,7 +23,7 @@ def test_a_finished_job_is_posted_to_the_teams_webhook(
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
     batch_cluster.release_due()
-    watch_until(job, {BatchJob.Status.SUCCEEDED}, kubesim, advance_by=120)
+    watch_until(job, {BatchJob.Status.SUCCEEDED}, backend, advance_by=120)
 
     def outcome_posted():
         return [r for r in receiver.requests() if r.headers["X-Portal-Event"].startswith("batch")]

@@ -1,6 +1,7 @@
-"""The status watch against kubesim over HTTP: it resumes from the stored
-resourceVersion (a WATCH, no LIST), a version too old for the server (410 Gone,
-kubesim compacts its history on /_sim/compact) makes the next run list again,
+"""The status watch on both cluster backends over HTTP: it resumes from the stored
+resourceVersion (a WATCH, no LIST), a version too old for the server (410 Gone:
+older than the API server's watch cache, or than kubesim's compacted history)
+makes the next run list again,
 so does the periodic relist (PORTAL_BATCH_RELIST_SECONDS), which finds what a
 watch missed, and a pod the scheduler cannot place shows its FailedScheduling on the job page."""
 
@@ -12,17 +13,17 @@ from batch import actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob, WatchState
 from cluster import kube
-from tests.batch.test_cluster import advance, status_of, submit
+from tests.batch.test_cluster import status_of, submit
 from tests.provisioning.conftest import wait_for
 
 Status = BatchJob.Status
 
 
-def job_calls(kubesim):
+def job_calls(backend):
     """The verbs of the calls on Jobs across namespaces (the watch's own)."""
     return [
         r["verb"]
-        for r in kubesim.requests()
+        for r in backend.requests()
         if r["resource"] == "jobs" and r["namespace"] is None and r["verb"] in ("list", "watch")
     ]
 
@@ -31,17 +32,17 @@ def stored_version():
     return WatchState.objects.values_list("resource_version", flat=True).get(pk=1)
 
 
-def test_it_resumes_from_the_stored_resource_version(setup, demo_flavors, kubesim):
+def test_it_resumes_from_the_stored_resource_version(setup, demo_flavors, backend):
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
-    kubesim.clear_requests()
+    backend.clear_requests()
     assert batch_cluster.watch_jobs(seconds=1) == 1  # no version yet: a LIST
-    assert job_calls(kubesim) == ["list"]
+    assert job_calls(backend) == ["list"]
     listed = stored_version()
     assert listed
 
     batch_cluster.release_due()
-    kubesim.clear_requests()
+    backend.clear_requests()
 
     def running():
         batch_cluster.watch_jobs(seconds=1)
@@ -49,22 +50,23 @@ def test_it_resumes_from_the_stored_resource_version(setup, demo_flavors, kubesi
 
     wait_for(running, timeout=30)
     # Only WATCHes from the stored version, which moved on with the events seen.
-    calls = job_calls(kubesim)
+    calls = job_calls(backend)
     assert calls and set(calls) == {"watch"}
     assert int(stored_version()) > int(listed)
 
 
-def test_a_version_too_old_410_gone_lists_again(setup, demo_flavors, kubesim):
+def test_a_version_too_old_410_gone_lists_again(setup, demo_flavors, backend):
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
     batch_cluster.watch_jobs(seconds=1)
     batch_cluster.release_due()
-    # The server forgets its watch history: the stored version is now too old.
-    kubesim._call("POST", "/_sim/compact")
-    kubesim.clear_requests()
+    # The stored version is older than the server's watch history.
+    backend.expire_watch_history()
+    WatchState.objects.update(resource_version="1")
+    backend.clear_requests()
 
     assert batch_cluster.watch_jobs(seconds=1) == 0
-    assert job_calls(kubesim) == ["watch"]
+    assert job_calls(backend) == ["watch"]
     assert stored_version() == ""  # 410 Gone: forget it
     assert status_of(job) == Status.RELEASED  # nothing was seen yet
 
@@ -73,13 +75,13 @@ def test_a_version_too_old_410_gone_lists_again(setup, demo_flavors, kubesim):
         return status_of(job) == Status.RUNNING
 
     wait_for(relisted, timeout=30)
-    calls = job_calls(kubesim)
+    calls = job_calls(backend)
     assert calls[:2] == ["watch", "list"]  # the LIST after the 410 found the change
     assert stored_version()
 
 
 def test_the_periodic_relist_finds_what_the_watch_missed(
-    setup, demo_flavors, cluster, kubesim, settings
+    setup, demo_flavors, cluster, backend, settings
 ):
     settings.PORTAL_BATCH_RELIST_SECONDS = 300
     job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
@@ -91,26 +93,26 @@ def test_the_periodic_relist_finds_what_the_watch_missed(
         live = cluster.get("Job", f"batch-{job.pk}", "vision")
         return any(c["type"] == "Complete" for c in live["status"].get("conditions") or [])
 
-    wait_for(completed, timeout=30, every=lambda: advance(kubesim, 300))
+    wait_for(completed, timeout=30, every=lambda: backend.pass_time(300))
     # The Job's events are lost to the watch (as when a worker died after its WATCH
     # moved past them): the stored version is already the server's latest.
     _, latest = cluster.list_versioned("Job", label_selector=batch_cluster.SELECTOR)
     WatchState.objects.update(resource_version=latest)
-    kubesim.clear_requests()
+    backend.clear_requests()
     assert batch_cluster.watch_jobs(seconds=1) == 0
-    assert job_calls(kubesim) == ["watch"]
+    assert job_calls(backend) == ["watch"]
     assert status_of(job) == Status.RELEASED
 
     # The last LIST is older than PORTAL_BATCH_RELIST_SECONDS: this run lists again.
     WatchState.objects.update(listed_at=F("listed_at") - timedelta(seconds=301))
-    kubesim.clear_requests()
+    backend.clear_requests()
     assert batch_cluster.watch_jobs(seconds=1) == 1
-    assert job_calls(kubesim) == ["list"]
+    assert job_calls(backend) == ["list"]
     assert status_of(job) == Status.SUCCEEDED
     listed_at = WatchState.objects.values_list("listed_at", flat=True).get(pk=1)
-    kubesim.clear_requests()
+    backend.clear_requests()
     batch_cluster.watch_jobs(seconds=1)  # relisted just now: back to watching
-    assert job_calls(kubesim) == ["watch"]
+    assert job_calls(backend) == ["watch"]
     assert WatchState.objects.values_list("listed_at", flat=True).get(pk=1) == listed_at
 
 

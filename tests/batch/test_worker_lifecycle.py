@@ -22,8 +22,8 @@ def running_pool(open_now, workers, beat):
     return open_now
 
 
-def advance(kubesim, seconds):
-    return lambda: kubesim._call("POST", "/_sim/clock", {"advance": seconds})
+def advance(backend, seconds):
+    return lambda: backend.pass_time(seconds)
 
 
 def reached(job, *wanted):
@@ -37,17 +37,13 @@ def scheduled_pod(cluster, job):
     ]
 
 
-def reclaim(kubesim, node):
-    kubesim._call("POST", f"/_sim/nodes/{node}/reclaim", {"mode": "eviction", "grace_seconds": 30})
-
-
 def gpu_quota(cluster):
     quota = cluster.get("ResourceQuota", "gpu-quota", "vision")
     return quota and quota["spec"]["hard"].get("requests.nvidia.com/gpu")
 
 
 def test_an_overrun_ends_deadline_exceeded_by_the_close(
-    running_pool, demo_flavors, cluster, kubesim
+    running_pool, demo_flavors, cluster, backend
 ):
     window = running_pool["window"]
     job = submit(
@@ -73,7 +69,7 @@ def test_an_overrun_ends_deadline_exceeded_by_the_close(
         reached(job, Status.DEADLINE_EXCEEDED),
         timeout=60,
         interval=0.3,
-        every=advance(kubesim, 600),
+        every=advance(backend, 600),
     )
     job.refresh_from_db()
     assert "deadline" in job.events.last().reason.lower()
@@ -93,7 +89,7 @@ def test_an_overrun_ends_deadline_exceeded_by_the_close(
 
 
 def test_a_spot_reclaim_during_the_run_is_replaced_in_place(
-    running_pool, demo_flavors, cluster, kubesim
+    running_pool, demo_flavors, cluster, backend
 ):
     job = submit(
         running_pool,
@@ -105,9 +101,9 @@ def test_a_spot_reclaim_during_the_run_is_replaced_in_place(
     )
     wait_for(reached(job, Status.RUNNING), timeout=60, interval=0.3)
     (pod,) = wait_for(lambda: scheduled_pod(cluster, job), timeout=30)
-    advance(kubesim, 300)()
-    reclaim(kubesim, pod["spec"]["nodeName"])
-    advance(kubesim, 5)()  # within the grace: the evicted pod is still there, terminating
+    advance(backend, 300)()
+    backend.reclaim(pod["spec"]["nodeName"])
+    advance(backend, 5)()  # within the grace: the evicted pod is still there, terminating
 
     lost = wait_for(
         lambda: BatchJob.objects.values_list("lost_gpu_minutes", flat=True).get(pk=job.pk),
@@ -116,14 +112,14 @@ def test_a_spot_reclaim_during_the_run_is_replaced_in_place(
     )
     assert lost >= 5
     assert status_of(job) == Status.RUNNING  # replaced in place, not requeued
-    wait_for(reached(job, Status.SUCCEEDED), timeout=60, interval=0.3, every=advance(kubesim, 300))
+    wait_for(reached(job, Status.SUCCEEDED), timeout=60, interval=0.3, every=advance(backend, 300))
     job.refresh_from_db()
     assert [e.action for e in job.events.all()] == ["submit", "plan", "release", "start", "finish"]
     assert job.lost_gpu_minutes == lost  # once per pod
 
 
 def test_a_reclaim_of_a_job_that_does_not_tolerate_it_requeues_and_runs_it_again(
-    running_pool, demo_flavors, cluster, kubesim
+    running_pool, demo_flavors, cluster, backend
 ):
     job = submit(
         running_pool,
@@ -134,13 +130,13 @@ def test_a_reclaim_of_a_job_that_does_not_tolerate_it_requeues_and_runs_it_again
     )
     wait_for(reached(job, Status.RUNNING), timeout=60, interval=0.3)
     (pod,) = wait_for(lambda: scheduled_pod(cluster, job), timeout=30)
-    advance(kubesim, 120)()
-    reclaim(kubesim, pod["spec"]["nodeName"])
-    advance(kubesim, 5)()
+    advance(backend, 120)()
+    backend.reclaim(pod["spec"]["nodeName"])
+    advance(backend, 5)()
 
     wait_for(lambda: job.events.filter(action="requeue").exists(), timeout=30, interval=0.3)
     # Planned again into the window still open, released again, and it completes.
-    wait_for(reached(job, Status.SUCCEEDED), timeout=90, interval=0.3, every=advance(kubesim, 120))
+    wait_for(reached(job, Status.SUCCEEDED), timeout=90, interval=0.3, every=advance(backend, 120))
     job.refresh_from_db()
     actions_seen = [e.action for e in job.events.all()]
     assert actions_seen[:6] == ["submit", "plan", "release", "start", "finish", "requeue"]

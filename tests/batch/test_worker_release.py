@@ -50,7 +50,7 @@ def live_jobs(cluster):
 
 
 @pytest.fixture
-def planned(workers, redis_url, kubesim, cluster, demo_flavors):
+def planned(workers, redis_url, backend, cluster, demo_flavors):
     """JOBS one-GPU jobs of three teams, planned at the opening of a window open now,
     their Jobs created suspended by a worker; returns (jobs, generation by Job name)."""
     from portal.celery import app
@@ -130,11 +130,11 @@ def planned(workers, redis_url, kubesim, cluster, demo_flavors):
     # A sync the sweep sent twice (a slow worker) must not carry the release below.
     wait_for(lambda: no_message_in_flight(redis_url), timeout=30, interval=0.3)
     generations = {name: obj["metadata"]["generation"] for name, obj in found.items()}
-    kubesim.clear_requests()
+    backend.clear_requests()
     return jobs, generations
 
 
-def assert_released_exactly_once(jobs, generations, cluster, kubesim):
+def assert_released_exactly_once(jobs, generations, cluster, backend):
     found = live_jobs(cluster)
     assert sorted(found) == sorted(job.kubernetes_name for job in jobs)  # 0 missed
     unsuspended = [name for name, obj in found.items() if obj["spec"]["suspend"] is False]
@@ -157,24 +157,24 @@ def assert_released_exactly_once(jobs, generations, cluster, kubesim):
     assert releases == Counter({job.pk: 1 for job in jobs})
     assert all_synced()
     patches = Counter(
-        r["path"] for r in kubesim.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"]
+        r["path"] for r in backend.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"]
     )
     return patches
 
 
 def test_a_worker_killed_mid_release_every_job_released_exactly_once(
-    planned, workers, kubesim, cluster
+    planned, workers, backend, cluster
 ):
     jobs, generations = planned
     (first,) = workers.processes
     # Every API call takes 0.25 s: the release is still going when the worker dies.
-    kubesim.faults(latency_ms=250)
+    backend.faults(latency_ms=250)
     released = batch_cluster.release_due()
     assert sorted(released) == [job.pk for job in jobs]
 
     def some_patched():
         return (
-            sum(1 for r in kubesim.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"])
+            sum(1 for r in backend.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"])
             >= 5
         )
 
@@ -182,14 +182,14 @@ def test_a_worker_killed_mid_release_every_job_released_exactly_once(
     workers.kill(first)
     unsuspended = sum(1 for obj in live_jobs(cluster).values() if obj["spec"]["suspend"] is False)
     assert 0 < unsuspended < JOBS, "the worker died mid-release"
-    kubesim.clear_faults()
+    backend.clear_faults()
 
     workers.start("w2")
     workers.start("w3")
     # The dead worker's lease runs out (3 s); the beat's tick sweeps the rest.
     wait_for(all_synced, timeout=60, interval=0.3, every=actions.tick)
 
-    patches = assert_released_exactly_once(jobs, generations, cluster, kubesim)
+    patches = assert_released_exactly_once(jobs, generations, cluster, backend)
     assert len(patches) == JOBS
     # Only Jobs of the message the dead worker was carrying were applied twice (it
     # records a message's jobs as done after their applies), and those second
@@ -198,7 +198,7 @@ def test_a_worker_killed_mid_release_every_job_released_exactly_once(
 
 
 def test_the_broker_down_at_the_opening_the_tick_releases_every_job_once(
-    planned, workers, redis_url, kubesim, cluster
+    planned, workers, redis_url, backend, cluster
 ):
     from portal.celery import app
 
@@ -212,34 +212,34 @@ def test_the_broker_down_at_the_opening_the_tick_releases_every_job_once(
     assert sorted(released) == [job.pk for job in jobs]
     assert set(BatchJob.objects.values_list("status", flat=True)) == {BatchJob.Status.RELEASED}
     assert not all_synced()
-    assert kubesim.writes() == []
+    assert backend.writes() == []
 
     # The broker is back: the beat's tick sweeps the unqueued syncs.
     wait_for(all_synced, timeout=60, interval=0.3, every=actions.tick)
 
-    patches = assert_released_exactly_once(jobs, generations, cluster, kubesim)
+    patches = assert_released_exactly_once(jobs, generations, cluster, backend)
     assert patches == Counter({path: 1 for path in patches}) and len(patches) == JOBS
 
 
 def test_transient_api_errors_during_the_release_every_job_released_exactly_once(
-    planned, workers, kubesim, cluster
+    planned, workers, backend, cluster
 ):
     jobs, generations = planned
     workers.start("w2")
     # A third of the Job PATCHes answer 500, 503 (Retry-After) or 429 throughout:
     # the client retries in place, then the task retries with backoff.
-    kubesim.faults(error_rate=0.35, paths=r"/jobs/", methods=["PATCH"], retry_after=1)
+    backend.faults(error_rate=0.35, paths=r"/jobs/", methods=["PATCH"], retry_after=1)
     released = batch_cluster.release_due()
     assert sorted(released) == [job.pk for job in jobs]
 
     wait_for(all_synced, timeout=90, interval=0.3, every=actions.tick)
     answers = Counter(
-        r["status"] for r in kubesim.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"]
+        r["status"] for r in backend.requests() if r["method"] == "PATCH" and "/jobs/" in r["path"]
     )
-    kubesim.clear_faults()
+    backend.clear_faults()
 
     errors = sum(count for status, count in answers.items() if status >= 500 or status == 429)
     assert errors > 0, answers  # the faults were met, and retried
-    patches = assert_released_exactly_once(jobs, generations, cluster, kubesim)
+    patches = assert_released_exactly_once(jobs, generations, cluster, backend)
     assert sum(patches.values()) == sum(answers.values()) == answers[200] + errors
     assert answers[200] >= JOBS

@@ -1,12 +1,11 @@
-"""Live: a real Prometheus scrapes kubesim (DCGM per node through file_sd,
-without honor_labels; kube-state-metrics with it), and an idle Job shows idle
+"""Live, on both cluster backends: a real Prometheus scrapes the cluster's
+kube-state-metrics (kubesim's page, or the real kube-state-metrics against the
+real API server) with honor_labels and a DCGM exporter page per GPU node
+without it (kubesim's, or controlplane/dcgm.py's), and an idle Job shows idle
 hours on its report card."""
 
 import contextlib
-import json
-import os
 import tempfile
-import urllib.request
 from datetime import timedelta
 
 import pytest
@@ -14,24 +13,13 @@ from django.utils import timezone
 
 from billing import actions
 from billing.models import TeamUsage, WorkloadUsage
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
 from tests.billing.promserver import require_prometheus, running_prometheus
 from tests.factories import FlavorFactory
-from tests.kubesim.simhelpers import Clients, job, wait_for
+from tests.kubesim.simhelpers import job
+from tests.provisioning.conftest import backend, cluster, portal_rules  # noqa: F401 (fixtures)
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.prometheus
-
-
-def scrape_configs(targets, port):
-    return (
-        "  - job_name: dcgm\n"
-        f"    file_sd_configs: [{{files: ['{targets}'], refresh_interval: 1s}}]\n"
-        "  - job_name: kube-state-metrics\n"
-        "    honor_labels: true\n"
-        "    metrics_path: /metrics/kube-state-metrics\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
-    )
 
 
 def ingest_since(started):
@@ -41,42 +29,40 @@ def ingest_since(started):
 
 
 @contextlib.contextmanager
-def metered_cluster(settings):
-    """kubesim's small cluster with a `vision` namespace, a real Prometheus scraping
-    its kube-state-metrics and per-node DCGM endpoints, and billing reading that
-    Prometheus every second; yields (sim, its clients)."""
+def metered_cluster(settings, backend, cluster):
+    """The demo cluster with a `vision` namespace, a real Prometheus scraping its
+    kube-state-metrics and per-node DCGM pages, and billing reading that
+    Prometheus every second."""
     require_prometheus()
     FlavorFactory(slug="h100", name="H100 80GB", gpu_model="NVIDIA-H100-80GB-HBM3")
     FlavorFactory(slug="l4", name="L4", gpu_model="NVIDIA-L4", memory_gb=24)
     settings.PORTAL_BILLING_STEP = 1
     settings.PORTAL_BILLING_LABEL_NAMESPACE = "exported_namespace"
     settings.PORTAL_BILLING_LABEL_POD = "exported_pod"
-    with (
-        tempfile.TemporaryDirectory(prefix="billing-live-") as directory,
-        running_kubesim(SMALL_CLUSTER) as sim,
-    ):
-        targets = os.path.join(directory, "dcgm-targets.json")
-        sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{sim.port}")
-        k = Clients(sim)
-        k.core.create_namespace({"metadata": {"name": "vision"}})
-        with running_prometheus(directory, scrape=scrape_configs(targets, sim.port)) as url:
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vision"}},
+        field_manager="tests",
+    )
+    with tempfile.TemporaryDirectory(prefix="billing-live-") as directory:
+        with running_prometheus(directory, scrape=backend.scrape_configs(directory)) as url:
             settings.PORTAL_PROMETHEUS_URL = url
-            yield sim, k
+            yield
 
 
-def test_an_idle_job_shows_idle_hours_on_its_report_card(settings, client, alice, vision):
+def create_job(cluster, name, annotations, product):
+    body = job(name, 1, annotations, nodeSelector={"nvidia.com/gpu.product": product},
+               tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])  # fmt: skip
+    cluster.call("POST", "/apis/batch/v1/namespaces/vision/jobs",
+                 body={"apiVersion": "batch/v1", "kind": "Job", **body})  # fmt: skip
+
+
+def test_an_idle_job_shows_idle_hours_on_its_report_card(
+    settings, client, alice, vision, backend, cluster  # noqa: F811
+):
     started = timezone.now()
-    with metered_cluster(settings) as (_, k):
+    with metered_cluster(settings, backend, cluster):
         annotations = {"kubesim.io/gpu-profile": "idle", "kubesim.io/duration": "1h"}
-        k.batch.create_namespaced_job(
-            "vision",
-            job(
-                "notebook",
-                1,
-                annotations,
-                nodeSelector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
-            ),
-        )
+        create_job(cluster, "notebook", annotations, "NVIDIA-H100-80GB-HBM3")
 
         def metered_idle():
             ingest_since(started)
@@ -84,7 +70,7 @@ def test_an_idle_job_shows_idle_hours_on_its_report_card(settings, client, alice
             idle = sum(row.idle_seconds for row in rows)
             return idle >= 5 and rows
 
-        rows = wait_for(metered_idle, timeout=30, interval=0.5)
+        rows = wait_for(metered_idle, timeout=60, interval=0.5)
     (row,) = [r for r in rows if r.idle_seconds]
     assert row.flavor.slug == "h100" and row.active_seconds == 0 and row.gpus == 1
     assert row.activity_mean == 0
@@ -96,16 +82,13 @@ def test_an_idle_job_shows_idle_hours_on_its_report_card(settings, client, alice
     assert timezone.now() - started < timedelta(minutes=2)
 
 
-def test_a_pod_killed_by_an_xid_is_credited(settings, vision):
+@pytest.mark.kubesim_only("XIDs are injected into kubesim's GPUs")
+def test_a_pod_killed_by_an_xid_is_credited(settings, vision, backend, cluster):  # noqa: F811
     """kubesim fails the pod on the GPU that reported XID 79; the exporter then
     shows the XID on that GPU; the run is credited from its start."""
     started = timezone.now()
-    with metered_cluster(settings) as (sim, k):
-        selector = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-        k.batch.create_namespaced_job(
-            "vision",
-            job("trainer", 1, {"kubesim.io/duration": "1h"}, nodeSelector=selector),
-        )
+    with metered_cluster(settings, backend, cluster):
+        create_job(cluster, "trainer", {"kubesim.io/duration": "1h"}, "NVIDIA-H100-80GB-HBM3")
 
         def h100_row():
             ingest_since(started)
@@ -118,17 +101,11 @@ def test_a_pod_killed_by_an_xid_is_credited(settings, vision):
             interval=0.5,
         )
         assert held.lost_seconds == 0
-        (pod,) = k.core.list_namespaced_pod("vision").items
-        node = pod.spec.node_name
-        gpu = pod.metadata.annotations["kubesim.io/gpu-devices"].split("/")[1]
-        request = urllib.request.Request(
-            f"{sim.url}/_sim/nodes/{node}/gpus/{gpu}/xid",
-            data=json.dumps({"code": 79}).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            assert json.load(answer)["crashed"] == [f"vision/{pod.metadata.name}"]
+        (pod,) = cluster.list("Pod", namespace="vision")
+        node = pod["spec"]["nodeName"]
+        gpu = pod["metadata"]["annotations"]["kubesim.io/gpu-devices"].split("/")[1]
+        answer = backend.xid(node, gpu, 79)
+        assert answer["crashed"] == [f"vision/{pod['metadata']['name']}"]
         credited = wait_for(
             lambda: (row := h100_row()) and row.lost_seconds and row, timeout=30, interval=0.5
         )

@@ -1,8 +1,6 @@
-"""Live, end to end: a batch Job on spot L4s released to kubesim, its node
+"""Live, end to end, on both cluster backends: a batch Job on spot L4s released, its node
 reclaimed, batch's watch records the lost pod, Prometheus scraped it all, and
 billing credits the run."""
-
-import os
 
 import pytest
 from django.utils import timezone
@@ -15,12 +13,12 @@ from tests.batch.conftest import (  # noqa: F401 (fixtures)
     cluster,
     demo_flavors,
     eager,
-    kubesim,
+    backend,
     open_now,
     setup,
 )
 from tests.billing.promserver import require_prometheus, running_prometheus
-from tests.billing.test_live_metering import ingest_since, scrape_configs
+from tests.billing.test_live_metering import ingest_since
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.prometheus
@@ -30,7 +28,7 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
     setup,  # noqa: F811
     demo_flavors,  # noqa: F811
     cluster,  # noqa: F811
-    kubesim,  # noqa: F811
+    backend,  # noqa: F811
     settings,
     tmp_path,
 ):
@@ -60,9 +58,7 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
     batch_actions.replan(reason="test")
     batch_cluster.release_due()
     started = timezone.now()
-    targets = os.path.join(tmp_path, "dcgm-targets.json")
-    kubesim.sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{kubesim.sim.port}")
-    with running_prometheus(str(tmp_path), scrape=scrape_configs(targets, kubesim.sim.port)) as url:
+    with running_prometheus(str(tmp_path), scrape=backend.scrape_configs(str(tmp_path))) as url:
         settings.PORTAL_PROMETHEUS_URL = url
 
         def l4_row():
@@ -75,11 +71,7 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
         )
         assert held.lost_seconds == 0
         (pod,) = [p for p in cluster.list("Pod", namespace="vision") if p["spec"].get("nodeName")]
-        kubesim._call(
-            "POST",
-            f"/_sim/nodes/{pod['spec']['nodeName']}/reclaim",
-            {"mode": "eviction", "grace_seconds": 3},
-        )
+        backend.reclaim(pod["spec"]["nodeName"], grace_seconds=3)
 
         def recorded():
             live = cluster.get("Job", f"batch-{job.pk}", "vision")

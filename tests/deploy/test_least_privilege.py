@@ -33,7 +33,7 @@ from kubesim.auth import Attributes, rule_allows
 from provisioning import actions
 from provisioning.models import TeamSync
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
-from tests.batch.test_cluster import advance, status_of
+from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
 from tests.factories import submit
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
@@ -41,32 +41,32 @@ from tests.provisioning.conftest import (  # noqa: F401 - fixtures
     demo_flavors,
     deployed,
     eager,
-    kubesim,
+    backend,
 )
 from tests.waiting import wait_for
 
 Status = BatchJob.Status
 
 
-def refusals(kubesim):
+def refusals(backend):
     """The portal's requests kubesim refused (403), with what authorization refused."""
     return [
-        r for r in kubesim.requests() if r["status"] == 403 and r.get("user") == kubesim.portal_user
+        r for r in backend.requests() if r["status"] == 403 and r.get("user") == backend.portal_user
     ]
 
 
-def watch_until(job, wanted, kubesim, *, advance_by=0):
+def watch_until(job, wanted, backend, *, advance_by=0):
     """Follow the Jobs until `job` is in `wanted`; stop early once kubesim refuses."""
 
     def reached():
         batch_cluster.watch_jobs(seconds=1)
-        return status_of(job) in wanted or bool(refusals(kubesim))
+        return status_of(job) in wanted or bool(refusals(backend))
 
-    every = (lambda: advance(kubesim, advance_by)) if advance_by else None
+    every = (lambda: backend.pass_time(advance_by)) if advance_by else None
     wait_for(reached, timeout=30, every=every)
 
 
-def portal_life(setup, flavors, kubesim, capture):
+def portal_life(setup, flavors, backend, capture):
     """The portal's cluster life, step by step (tasks inline): yields each step's name
     after running it. A step's cluster error is swallowed; the caller decides."""
     team, alice, admin = setup["team"], setup["alice"], setup["admin"]
@@ -87,8 +87,8 @@ def portal_life(setup, flavors, kubesim, capture):
 
     def run_job():
         batch_cluster.release_due()
-        watch_until(jobs["job"], {Status.RUNNING}, kubesim)
-        watch_until(jobs["job"], {Status.SUCCEEDED}, kubesim, advance_by=120)
+        watch_until(jobs["job"], {Status.RUNNING}, backend)
+        watch_until(jobs["job"], {Status.SUCCEEDED}, backend, advance_by=120)
 
     def cancel_job():
         jobs["other"] = submit_job(setup, flavors["h100"])
@@ -117,12 +117,12 @@ def portal_life(setup, flavors, kubesim, capture):
 
 
 def test_the_deployed_role_lets_the_portal_do_everything(
-    setup, demo_flavors, kubesim, cluster, django_capture_on_commit_callbacks
+    setup, demo_flavors, backend, cluster, django_capture_on_commit_callbacks
 ):
     team = setup["team"]
     jobs = {}
-    for name, jobs in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
-        assert refusals(kubesim) == [], name
+    for name, jobs in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
+        assert refusals(backend) == [], name
         if name == "update":
             sync = TeamSync.objects.get(team=team)
             assert sync.status == TeamSync.Status.IN_SYNC
@@ -165,12 +165,12 @@ REDUCTIONS = list(reductions(deployed()[1]["rules"]))
     indirect=["kubesim"],
 )
 def test_without_any_one_grant_the_portal_is_refused(
-    missing, setup, demo_flavors, kubesim, django_capture_on_commit_callbacks
+    missing, setup, demo_flavors, backend, django_capture_on_commit_callbacks
 ):
-    for _ in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
-        if refusals(kubesim):
+    for _ in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
+        if refusals(backend):
             break  # the rest of the life would only be refused more
-    refused = [r["forbidden"] for r in refusals(kubesim)]
+    refused = [r["forbidden"] for r in refusals(backend)]
     assert refused, f"nothing refused without {missing}"
     assert any(
         rule_allows(missing, Attributes(resource_request=True, **attrs)) for attrs in refused
@@ -207,19 +207,19 @@ def used(requests, role_bindings):
 
 
 def test_every_grant_of_the_role_is_used(
-    setup, demo_flavors, kubesim, cluster, django_capture_on_commit_callbacks
+    setup, demo_flavors, backend, cluster, django_capture_on_commit_callbacks
 ):
-    kubesim.clear_requests()
+    backend.clear_requests()
     role_bindings = []
-    for name, _ in portal_life(setup, demo_flavors, kubesim, django_capture_on_commit_callbacks):
+    for name, _ in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
         if name == "batch job cancelled":  # the team's, read before the namespace goes
             role_bindings = cluster.list("RoleBinding", namespace="vision")
-    portal = [r for r in kubesim.requests() if r.get("user") == kubesim.portal_user]
+    portal = [r for r in backend.requests() if r.get("user") == backend.portal_user]
     assert used(portal, role_bindings) == granted()
 
 
 def test_granting_another_role_needs_the_deployed_role_to_say_so(
-    setup, demo_flavors, kubesim, cluster, settings, django_capture_on_commit_callbacks
+    setup, demo_flavors, backend, cluster, settings, django_capture_on_commit_callbacks
 ):
     """PORTAL_RBAC_CLUSTER_ROLE=admin with deploy/'s role as it is (bind on `edit`
     only): the apiserver refuses the RoleBinding, and the team shows why."""
@@ -238,6 +238,6 @@ def test_granting_another_role_needs_the_deployed_role_to_say_so(
         "permissions not currently held:\n"
     )
     assert cluster.get("RoleBinding", "gpu-portal-team", "vision") is None
-    assert {(r["forbidden"]["verb"], r["forbidden"]["name"]) for r in refusals(kubesim)} == {
+    assert {(r["forbidden"]["verb"], r["forbidden"]["name"]) for r in refusals(backend)} == {
         ("bind", "admin")
     }

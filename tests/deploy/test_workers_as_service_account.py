@@ -21,7 +21,7 @@ from tests.factories import TeamFactory
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
     cluster,
     demo_flavors,
-    kubesim,
+    backend,
     redis_url,
     workers,
 )
@@ -31,18 +31,18 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.celery
 
 
-def assert_all_done_as_the_portal(kubesim):
+def assert_all_done_as_the_portal(backend):
     """The workers' requests were the ServiceAccount's (the test's own reads are a
     cluster admin's), and none was refused."""
-    requests = kubesim.requests()
-    assert {r.get("user") for r in requests} - {"kubesim-admin"} == {kubesim.portal_user}
-    assert {r.get("user") for r in kubesim.writes()} <= {kubesim.portal_user}
+    requests = backend.requests()
+    assert {r.get("user") for r in requests} - {"kubesim-admin"} == {backend.portal_user}
+    assert {r.get("user") for r in backend.writes()} <= {backend.portal_user}
     assert [r for r in requests if r["status"] in (401, 403)] == []
 
 
-def test_a_worker_provisions_a_team_as_the_service_account(workers, kubesim, cluster, demo_flavors):
+def test_a_worker_provisions_a_team_as_the_service_account(workers, backend, cluster, demo_flavors):
     workers.start()
-    kubesim.clear_requests()
+    backend.clear_requests()
     vision = TeamFactory(slug="vision")
     approve_now(vision, demo_flavors["h100"], gpus=4)
 
@@ -52,14 +52,14 @@ def test_a_worker_provisions_a_team_as_the_service_account(workers, kubesim, clu
         assert len(cluster.list(kind, label_selector="gpu-portal.io/team=vision")) == 1, kind
     # The team's members get `edit` there: granted by a ServiceAccount without `edit`'s rights.
     assert cluster.get("RoleBinding", "gpu-portal-team", "vision")["roleRef"]["name"] == "edit"
-    assert_all_done_as_the_portal(kubesim)
+    assert_all_done_as_the_portal(backend)
 
 
 def test_a_worker_creates_releases_and_follows_a_batch_job_as_the_service_account(
-    open_now, workers, kubesim, cluster, demo_flavors
+    open_now, workers, backend, cluster, demo_flavors
 ):
     workers.start()
-    kubesim.clear_requests()
+    backend.clear_requests()
     job = submit_job(open_now, demo_flavors["h100"])
     batch_actions.replan(reason="test")
     name = BatchJob.objects.get(pk=job.pk).kubernetes_name
@@ -81,35 +81,35 @@ def test_a_worker_creates_releases_and_follows_a_batch_job_as_the_service_accoun
         interval=0.3,
         every=lambda: app.send_task("batch.watch"),
     )
-    assert_all_done_as_the_portal(kubesim)
+    assert_all_done_as_the_portal(backend)
 
 
 def test_a_worker_takes_the_inventory_as_the_service_account(
-    workers, kubesim, cluster, demo_flavors
+    workers, backend, cluster, demo_flavors
 ):
     workers.start()
-    kubesim.clear_requests()
+    backend.clear_requests()
     app.send_task("cluster.record_inventory")
 
     wait_for(lambda: FlavorCapacity.objects.filter(flavor__slug="h100").exists(), timeout=20)
     assert FlavorCapacity.objects.get(flavor__slug="h100").devices == 16
     assert GpuNode.objects.filter(gpu_model="NVIDIA-H100-80GB-HBM3").count() == 2
-    assert_all_done_as_the_portal(kubesim)
+    assert_all_done_as_the_portal(backend)
 
 
 @pytest.mark.kubesim_tls
 def test_a_worker_in_a_pod_uses_the_mounted_service_account_token(
-    workers, kubesim, cluster, demo_flavors, tmp_path
+    workers, backend, cluster, demo_flavors, tmp_path
 ):
     """No kubeconfig: a worker finds the API server and its credentials as a pod
     does (KUBERNETES_SERVICE_HOST/PORT, the mounted token and CA), over HTTPS."""
     mounted = tmp_path / "serviceaccount"
     mounted.mkdir()
-    account = kubesim.portal_user.split(":")  # system:serviceaccount:NS:NAME
-    (mounted / "token").write_text(kubesim.sim.auth.service_account_token(*account[2:]))
-    (mounted / "ca.crt").write_bytes(kubesim.sim.certificates.ca_pem)
+    account = backend.portal_user.split(":")  # system:serviceaccount:NS:NAME
+    (mounted / "token").write_text(backend.sim.auth.service_account_token(*account[2:]))
+    (mounted / "ca.crt").write_bytes(backend.sim.certificates.ca_pem)
     (mounted / "namespace").write_text(account[2])
-    server = urlsplit(kubesim.url)
+    server = urlsplit(backend.url)
     workers.start(
         PORTAL_KUBECONFIG="",
         KUBECONFIG="",
@@ -117,10 +117,10 @@ def test_a_worker_in_a_pod_uses_the_mounted_service_account_token(
         KUBERNETES_SERVICE_PORT=str(server.port),
         PORTAL_SERVICE_ACCOUNT_DIR=str(mounted),
     )
-    kubesim.clear_requests()
+    backend.clear_requests()
     vision = TeamFactory(slug="vision")
     approve_now(vision, demo_flavors["h100"], gpus=4)
 
     wait_for(lambda: in_sync(vision), timeout=20)
     assert hard(cluster, "vision") == caps("4")
-    assert_all_done_as_the_portal(kubesim)
+    assert_all_done_as_the_portal(backend)

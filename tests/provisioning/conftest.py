@@ -28,6 +28,7 @@ from cluster import kube
 from gpu_requests.models import Flavor
 from kubesim.testing import running_kubesim
 from provisioning.models import TeamSync
+from tests.clusters import BACKENDS, KubernetesBackend, KubesimBackend, control_plane_or_skip
 from tests.deploy.test_kustomize import by_kind, render
 from tests.waiting import wait_for
 
@@ -47,42 +48,6 @@ DEMO_FLAVORS = {
 }
 
 
-class Sim:
-    """kubesim's admin API (/_sim/), as the tests use it."""
-
-    def __init__(self, sim):
-        self.sim = sim
-        self.url = sim.url
-        self.kubeconfig = sim.kubeconfig_path
-
-    def _call(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        certificates = self.sim.certificates  # kubesim over HTTPS: trust its CA
-        tls = certificates and ssl.create_default_context(cadata=certificates.ca_pem.decode())
-        with urllib.request.urlopen(request, timeout=10, context=tls or None) as response:
-            return json.loads(response.read() or b"{}")
-
-    def requests(self):
-        """The Kubernetes API requests kubesim served (its own /_sim/ calls left out)."""
-        items = self._call("GET", "/_sim/requests")["items"]
-        return [r for r in items if not r["path"].startswith("/_sim/")]
-
-    def writes(self):
-        return [r for r in self.requests() if r["method"] in ("POST", "PUT", "PATCH", "DELETE")]
-
-    def clear_requests(self):
-        self._call("DELETE", "/_sim/requests")
-
-    def faults(self, **config):
-        return self._call("PUT", "/_sim/faults", config)
-
-    def clear_faults(self):
-        return self._call("DELETE", "/_sim/faults")
-
-
 @functools.cache
 def deployed():
     """(ServiceAccount, ClusterRole, ClusterRoleBinding) as `kubectl kustomize
@@ -95,40 +60,70 @@ def deployed():
 
 
 @pytest.fixture
-def kubesim(request, settings, tmp_path):
-    """The demo cluster with authentication and RBAC on, the portal (this process
-    and the workers) talking to it as deploy/'s ServiceAccount holding deploy/'s
-    ClusterRole: what passes here passes on a cluster that enforces it. (A test
-    gives the role other rules with `parametrize("kubesim", [rules], indirect=True)`.)"""
+def portal_rules(request):
+    """The rules of the portal's ClusterRole: deploy/'s, unless a test gives others
+    (`parametrize("portal_rules", [rules], indirect=True)`)."""
+    return getattr(request, "param", None) or deployed()[1]["rules"]
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory):
+    """The real control plane (controlplane/), one per session."""
+    plane = control_plane_or_skip(tmp_path_factory.mktemp("control-plane"))
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, settings, tmp_path, portal_rules):
+    """The demo cluster, on kubesim or on the real control plane, with
+    authentication and RBAC on and the portal (this process and the workers)
+    talking to it as deploy/'s ServiceAccount holding deploy/'s ClusterRole: what
+    passes here passes on a cluster that enforces it."""
     account, role, binding = deployed()
-    portal_rules = getattr(request, "param", role["rules"])
-    # kubectl sends no credentials over plain HTTP: its tests mark themselves kubesim_tls.
-    tls = request.node.get_closest_marker("kubesim_tls") is not None
-    with running_kubesim(auth=True, tls=tls) as sim:
-        admin = kube.Cluster(kube.load_configuration(sim.kubeconfig_path), timeout=5)
+    meta = account["metadata"]
+    if request.param == "kubesim":
+        # kubectl sends no credentials over plain HTTP: its tests mark themselves kubesim_tls.
+        tls = request.node.get_closest_marker("kubesim_tls") is not None
+        context = running_kubesim(auth=True, tls=tls)
+        cluster_backend = KubesimBackend(context.__enter__())
+    else:
+        context = None
+        cluster_backend = KubernetesBackend(request.getfixturevalue("control_plane"), tmp_path)
+    try:
+        admin = kube.Cluster(kube.load_configuration(cluster_backend.admin_kubeconfig), timeout=10)
+        if cluster_backend.name == "kubernetes":
+            admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": meta["namespace"]}},
+                        field_manager="tests")  # fmt: skip
+            admin.call("PATCH", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{meta['name']}",
+                       query={"fieldManager": "tests"}, body=account, content_type=kube.APPLY_PATCH)  # fmt: skip
         rbac = "/apis/rbac.authorization.k8s.io/v1"
-        admin.call("POST", f"{rbac}/clusterroles", body={**role, "rules": portal_rules})
-        admin.call("POST", f"{rbac}/clusterrolebindings", body=binding)
+        for plural, obj in (("clusterroles", {**role, "rules": portal_rules}), ("clusterrolebindings", binding)):
+            admin.call("PATCH", f"{rbac}/{plural}/{obj['metadata']['name']}", query={"fieldManager": "tests", "force": "true"},
+                       body=obj, content_type=kube.APPLY_PATCH)  # fmt: skip
         admin.close()
-        sim.request_log.clear()  # the tests count the portal's requests
-        meta = account["metadata"]
-        token = sim.auth.service_account_token(meta["namespace"], meta["name"])
-        path = sim.write_kubeconfig(str(tmp_path / "portal.kubeconfig"), token=token)
+        token = cluster_backend.service_account_token(meta["namespace"], meta["name"])
+        path = cluster_backend.portal_kubeconfig(token, tmp_path / "portal.kubeconfig")
+        cluster_backend.clear_requests()  # the tests count the portal's requests
         settings.PORTAL_KUBECONFIG = path
         settings.PORTAL_KUBE_CONTEXT = None
         kube.reset()
-        wrapper = Sim(sim)
-        wrapper.kubeconfig = path  # what the workers are given
-        wrapper.portal_user = f"system:serviceaccount:{meta['namespace']}:{meta['name']}"
-        yield wrapper
+        cluster_backend.kubeconfig = path  # what the workers are given
+        cluster_backend.portal_user = f"system:serviceaccount:{meta['namespace']}:{meta['name']}"
+        yield cluster_backend
+    finally:
         kube.reset()
+        if context is not None:
+            context.__exit__(None, None, None)
+        else:
+            cluster_backend.reset(keep_namespaces={meta["namespace"]})
 
 
 @pytest.fixture
-def cluster(kubesim):
+def cluster(backend):
     """A cluster admin's client (not the portal's), for looking at and tampering
     with the cluster."""
-    admin = kube.Cluster(kube.load_configuration(kubesim.sim.kubeconfig_path), timeout=5)
+    admin = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
     yield admin
     admin.close()
 
@@ -267,7 +262,7 @@ def _use_broker(app, url):
 
 
 @pytest.fixture
-def workers(transactional_db, kubesim, redis_url, tmp_path, settings):
+def workers(transactional_db, backend, redis_url, tmp_path, settings):
     """A worker factory; the test's own process queues to the same Redis."""
     from portal.celery import app
 
@@ -277,7 +272,7 @@ def workers(transactional_db, kubesim, redis_url, tmp_path, settings):
         "DATABASE_URL": _database_url(),
         "CELERY_BROKER_URL": redis_url,
         "CELERY_TASK_ALWAYS_EAGER": "false",
-        "PORTAL_KUBECONFIG": kubesim.kubeconfig,
+        "PORTAL_KUBECONFIG": backend.kubeconfig,
         "PORTAL_SYNC_LEASE": "3",
         "PORTAL_KUBE_TIMEOUT": "5",
         "PYTHONUNBUFFERED": "1",

@@ -73,14 +73,14 @@ def test_sync_creates_the_quota_summed_per_resource_name(
     assert sync_of(vision).status == TeamSync.Status.IN_SYNC
 
 
-def test_a_team_in_sync_is_not_synced_again(vision_quota, kubesim):
-    kubesim.clear_requests()
+def test_a_team_in_sync_is_not_synced_again(vision_quota, backend):
+    backend.clear_requests()
     assert actions.sync_team(vision_quota.pk) is None
-    assert kubesim.requests() == []
+    assert backend.requests() == []
 
 
 def test_a_permanent_error_is_shown_with_the_servers_message_and_not_retried(
-    vision_quota, settings, admin_user, client, kubesim
+    vision_quota, settings, admin_user, client, backend
 ):
     settings.PORTAL_RBAC_CLUSTER_ROLE = "admin"  # roleRef cannot change on a live binding
     actions.mark_dirty(vision_quota.pk)
@@ -101,11 +101,11 @@ def test_a_permanent_error_is_shown_with_the_servers_message_and_not_retried(
     assert "cannot change roleRef" in page.content.decode()
 
 
-def test_a_transient_error_is_recorded_and_left_for_a_retry(vision, kubesim, cluster, settings):
+def test_a_transient_error_is_recorded_and_left_for_a_retry(vision, backend, cluster, settings):
     settings.PORTAL_KUBE_RETRIES = 0
     kube.reset()
     actions.mark_dirty(vision.pk)
-    kubesim.faults(error_rate=1.0, statuses=[503])
+    backend.faults(error_rate=1.0, statuses=[503])
     with pytest.raises(kube.TransientClusterError):
         actions.sync_team(vision.pk)
     sync = sync_of(vision)
@@ -114,13 +114,13 @@ def test_a_transient_error_is_recorded_and_left_for_a_retry(vision, kubesim, clu
     assert sync.claimed_until is None  # released for the retry
 
 
-def test_a_claimed_team_is_left_to_its_holder(vision, kubesim):
+def test_a_claimed_team_is_left_to_its_holder(vision, backend):
     actions.mark_dirty(vision.pk)
     TeamSync.objects.filter(team=vision).update(
         claimed_until=timezone.now() + timezone.timedelta(seconds=60), claim_token="other"
     )
     assert actions.sync_team(vision.pk) is None
-    assert kubesim.requests() == []
+    assert backend.requests() == []
 
 
 def test_rbac_subjects_follow_membership_in_users_mode(vision_quota, alice, settings, cluster):

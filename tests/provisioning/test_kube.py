@@ -9,9 +9,9 @@ from provisioning import manifests
 
 
 @pytest.fixture
-def client(kubesim):
+def client(backend):
     """No retries in place, so each call shows the raw mapping of one response."""
-    return kube.Cluster(kube.load_configuration(kubesim.kubeconfig), timeout=2, retries=0)
+    return kube.Cluster(kube.load_configuration(backend.kubeconfig), timeout=2, retries=0)
 
 
 def test_it_applies_and_reads_back_a_plain_dict(client):
@@ -26,23 +26,23 @@ def test_a_missing_object_is_none(client):
 
 
 @pytest.mark.parametrize("status", [500, 503])
-def test_server_errors_are_transient(client, kubesim, status):
-    kubesim.faults(error_rate=1.0, statuses=[status])
+def test_server_errors_are_transient(client, backend, status):
+    backend.faults(error_rate=1.0, statuses=[status])
     with pytest.raises(kube.TransientClusterError) as caught:
         client.get("Namespace", "default")
     assert caught.value.status == status
 
 
-def test_429_is_transient_and_carries_retry_after(client, kubesim):
-    kubesim.faults(error_rate=1.0, statuses=[429], retry_after=7)
+def test_429_is_transient_and_carries_retry_after(client, backend):
+    backend.faults(error_rate=1.0, statuses=[429], retry_after=7)
     with pytest.raises(kube.TransientClusterError) as caught:
         client.list("Node")
     assert caught.value.status == 429
     assert caught.value.retry_after == 7
 
 
-def test_a_timeout_is_transient(client, kubesim):
-    kubesim.faults(latency_ms=3000)
+def test_a_timeout_is_transient(client, backend):
+    backend.faults(latency_ms=3000)
     with pytest.raises(kube.TransientClusterError, match="Timeout"):
         client.get("Namespace", "default")
 
@@ -68,11 +68,11 @@ def test_an_invalid_object_is_permanent_with_the_servers_message(client):
     assert "cannot change roleRef" in caught.value.message
 
 
-def test_transient_errors_are_retried_in_place(kubesim):
+def test_transient_errors_are_retried_in_place(backend):
     client = kube.Cluster(
-        kube.load_configuration(kubesim.kubeconfig), timeout=2, retries=30, backoff=0.001
+        kube.load_configuration(backend.kubeconfig), timeout=2, retries=30, backoff=0.001
     )
-    kubesim.faults(error_rate=0.5, statuses=[500, 503])
+    backend.faults(error_rate=0.5, statuses=[500, 503])
     for _ in range(10):
         assert client.get("Namespace", "default") is not None
 
@@ -82,6 +82,6 @@ def test_a_bad_kubeconfig_is_a_clear_error(tmp_path):
         kube.load_configuration(str(tmp_path / "missing"))
 
 
-def test_a_named_context_is_used(kubesim):
-    configuration = kube.load_configuration(kubesim.kubeconfig, context="kubesim")
-    assert configuration.host == kubesim.url
+def test_a_named_context_is_used(backend):
+    configuration = kube.load_configuration(backend.kubeconfig, context="kubesim")
+    assert configuration.host == backend.url

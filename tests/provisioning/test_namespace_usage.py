@@ -44,13 +44,13 @@ def example_of(client, team, flavor):
     return html.unescape(match.group(1))
 
 
-def kubectl_apply(kubesim, namespace, manifest):
+def kubectl_apply(backend, namespace, manifest):
     """`kubectl apply` as a member of the team: a user in the team's group, which the
     RoleBinding the sync made grants `edit` in the namespace (and nothing else)."""
-    token = kubesim.sim.auth.add_token(
+    token = backend.sim.auth.add_token(
         secrets.token_urlsafe(16), "alice", groups=["gpu-team-vision"]
     )
-    kubeconfig = kubesim.sim.write_kubeconfig(f"{kubesim.kubeconfig}.alice", token=token)
+    kubeconfig = backend.sim.write_kubeconfig(f"{kubesim.kubeconfig}.alice", token=token)
     result = subprocess.run(
         [KUBECTL, "--kubeconfig", kubeconfig, "-n", namespace, "apply", "-f", "-"],
         input=manifest,
@@ -76,11 +76,11 @@ def wait_until_used(cluster, gpus):
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 @pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
 def test_the_example_job_runs_on_a_node_of_its_flavor(
-    client, alice, vision, vision_h100, cluster, kubesim
+    client, alice, vision, vision_h100, cluster, backend
 ):
     client.force_login(alice)
     manifest = example_of(client, vision, vision_h100)
-    kubectl_apply(kubesim, "vision", manifest)
+    kubectl_apply(backend, "vision", manifest)
 
     def scheduled():
         pods = cluster.list("Pod", namespace="vision", label_selector="job-name=gpu-check-h100")
@@ -95,7 +95,7 @@ def test_the_example_job_runs_on_a_node_of_its_flavor(
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 @pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
 def test_the_dashboard_shows_use_at_the_limit_and_refused_pods(
-    client, alice, vision, vision_h100, cluster, kubesim
+    client, alice, vision, vision_h100, cluster, backend
 ):
     client.force_login(alice)
     cluster_actions.record_inventory()
@@ -112,7 +112,7 @@ def test_the_dashboard_shows_use_at_the_limit_and_refused_pods(
     job = yaml.safe_load(example_of(client, vision, vision_h100))
     job["spec"].update(parallelism=3, completions=3)
     job["spec"]["template"]["metadata"] = {"annotations": {"kubesim.io/duration": "1h"}}
-    kubectl_apply(kubesim, "vision", yaml.safe_dump(job))
+    kubectl_apply(backend, "vision", yaml.safe_dump(job))
 
     def refused():
         events = cluster.list("Event", namespace="vision", field_selector="reason=FailedCreate")
@@ -140,15 +140,15 @@ def test_the_dashboard_shows_use_at_the_limit_and_refused_pods(
 
 
 def test_the_page_reads_what_the_inventory_recorded_not_the_cluster(
-    client, alice, vision, vision_h100, cluster, kubesim
+    client, alice, vision, vision_h100, cluster, backend
 ):
     """No API call per page view: the dashboard shows the last inventory."""
     client.force_login(alice)
     assert 'id="usage-vision"' not in client.get("/").content.decode()
     cluster_actions.record_inventory()
-    kubesim.clear_requests()
+    backend.clear_requests()
     assert 'id="usage-vision"' in client.get("/").content.decode()
-    assert kubesim.requests() == []
+    assert backend.requests() == []
 
 
 def test_the_panel_names_the_namespace_and_the_oidc_kubeconfig(
@@ -174,10 +174,10 @@ def test_the_panel_names_the_namespace_and_the_oidc_kubeconfig(
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 @pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
 def test_the_cluster_page_separates_capacity_reserved_and_allocated(
-    client, alice, admin_user, vision, vision_h100, cluster, kubesim
+    client, alice, admin_user, vision, vision_h100, cluster, backend
 ):
     client.force_login(alice)
-    kubectl_apply(kubesim, "vision", example_of(client, vision, vision_h100))
+    kubectl_apply(backend, "vision", example_of(client, vision, vision_h100))
 
     def scheduled():
         pods = cluster.list("Pod", namespace="vision", label_selector="job-name=gpu-check-h100")

@@ -88,55 +88,55 @@ def test_activation_and_expiry_change_the_cap(workers, cluster, demo_flavors):
     wait_for(lambda: hard(cluster, "vision") == caps("0"))
 
 
-def test_a_second_sync_writes_nothing(workers, kubesim, cluster, demo_flavors):
+def test_a_second_sync_writes_nothing(workers, backend, cluster, demo_flavors):
     workers.start()
     vision = TeamFactory(slug="vision")
     approve_now(vision, demo_flavors["h100"])
     wait_for(lambda: in_sync(vision))
-    kubesim.clear_requests()
+    backend.clear_requests()
 
     assert actions.sync_team(vision.pk, force=True) == 0
     actions.sweep()
     actions.check_drift()
     wait_for(lambda: in_sync(vision))
 
-    assert kubesim.writes() == []
-    assert {r["method"] for r in kubesim.requests()} == {"GET"}
+    assert backend.writes() == []
+    assert {r["method"] for r in backend.requests()} == {"GET"}
 
 
 def test_every_team_converges_with_30_percent_of_calls_failing(
-    workers, kubesim, cluster, demo_flavors
+    workers, backend, cluster, demo_flavors
 ):
     workers.start("w1")
     workers.start("w2")
-    kubesim.faults(error_rate=0.3, statuses=[500, 503, 429], retry_after=1)
+    backend.faults(error_rate=0.3, statuses=[500, 503, 429], retry_after=1)
     teams = [TeamFactory(slug=f"team-{n}") for n in range(8)]
     for n, team in enumerate(teams):
         approve_now(team, demo_flavors["l4"], gpus=1 + n % 3)
 
     wait_for(lambda: in_sync(*teams), timeout=60, interval=0.5, every=actions.sweep)
 
-    kubesim.clear_faults()
+    backend.clear_faults()
     for n, team in enumerate(teams):
         assert hard(cluster, team.slug) == caps(str(1 + n % 3))
-    failed = [r for r in kubesim.requests() if r["status"] in (500, 503, 429)]
+    failed = [r for r in backend.requests() if r["status"] in (500, 503, 429)]
     assert failed, "the faults were injected"
 
 
 def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
-    workers, kubesim, cluster, demo_flavors
+    workers, backend, cluster, demo_flavors
 ):
     first = workers.start("w1")
     vision = TeamFactory(slug="vision")
     # Every API call takes 0.7 s: the sync is still going when the worker dies.
-    kubesim.faults(latency_ms=700)
+    backend.faults(latency_ms=700)
     approve_now(vision, demo_flavors["h100"], gpus=2)
-    wait_for(lambda: any("/vision" in r["path"] for r in kubesim.requests()), timeout=10)
+    wait_for(lambda: any("/vision" in r["path"] for r in backend.requests()), timeout=10)
     time.sleep(1.0)
     workers.kill(first)
     assert not in_sync(vision)
 
-    kubesim.clear_faults()
+    backend.clear_faults()
     workers.start("w2")
     # The dead worker's claim runs out (lease 3 s); the sweep queues the team again.
     wait_for(lambda: in_sync(vision), timeout=30, interval=0.3, every=actions.sweep)
@@ -147,7 +147,7 @@ def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
     assert hard(cluster, "vision") == caps("2")
 
 
-def test_drift_is_repaired_and_recorded(workers, kubesim, cluster, demo_flavors):
+def test_drift_is_repaired_and_recorded(workers, backend, cluster, demo_flavors):
     workers.start()
     vision = TeamFactory(slug="vision")
     approve_now(vision, demo_flavors["h100"], gpus=4)

@@ -1,0 +1,54 @@
+"""kubesim's cluster files as KWOK nodes: the same names, GPU Feature Discovery
+labels, taints, capacity and allocatable, spot labels, so the two backends hold
+the same cluster. KWOK manages the nodes carrying `kwok.x-k8s.io/node: fake`
+(its lease keeps them Ready; take the annotation away and the heartbeats stop).
+
+A node's InternalIP is loopback, where KWOK serves the kubelet's API (pod
+logs): nothing the API server does may reach a private address here."""
+
+from pathlib import Path
+
+from kubesim import cluster
+from kubesim.app import DEFAULT_CLUSTER
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+CONTAINER_LOG = "kwok: this container is simulated; no process runs and nothing is logged.\n"
+
+
+def kwok_nodes(path=None, *, kubelet_port: int, ip="127.0.0.1") -> list[dict]:
+    nodes = []
+    for node in cluster.build_nodes(cluster.load(Path(path or DEFAULT_CLUSTER))):
+        node["metadata"]["annotations"][KWOK_ANNOTATION] = "fake"
+        node["spec"]["providerID"] = f"kwok://{node['metadata']['name']}"
+        status = node["status"]
+        del status["conditions"]  # KWOK's node-initialize stage reports them, fresh
+        status["addresses"] = [
+            {"type": "InternalIP", "address": ip},
+            {"type": "Hostname", "address": node["metadata"]["name"]},
+        ]
+        status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": kubelet_port}}
+        nodes.append(node)
+    return nodes
+
+
+def is_ready(node: dict) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
+
+
+def cluster_logs(path: Path) -> str:
+    """KWOK's ClusterLogs: every container's log is `path` (what `kubectl logs` reads)."""
+    return f"""---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: simulated-containers
+spec:
+  selector: {{}}
+  logs:
+  - containers: []
+    logsFile: {path}
+    follow: false
+"""

@@ -1,0 +1,354 @@
+"""The two cluster backends the cluster-facing tests run on, behind one face.
+
+- `kubesim`: the simulator, started per test (fast; its clock can be moved).
+- `kubernetes`: the real control plane of controlplane/ (etcd, kube-apiserver,
+  the controller manager, the scheduler, KWOK GPU nodes), started once per
+  session and put back as it was after each test: every namespace a test made
+  is deleted and waited for, nodes are restored.
+
+A test asks for `backend` and never asks which it has. What differs is said
+once here: time passes on kubesim when the test moves its clock, on the real
+cluster by itself (so `pass_time` moves kubesim's clock and lets a real one
+run; durations in tests are real-time-short); the request log is kubesim's own
+on one and the API server's audit log on the other; fault injection is
+kubesim's alone (tests that need it are marked `kubesim_only`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controlplane import nodes as kwok_nodes
+from controlplane.binaries import missing
+from controlplane.runner import ControlPlane
+from tests.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ("kubesim", "kubernetes")
+SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+METHOD_OF_VERB = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
+                  "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}  # fmt: skip
+
+
+def _token_kubeconfig(url: str, token: str, ca_pem: bytes | None) -> dict:
+    cluster = {"server": url}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "portal", "cluster": cluster}],
+        "users": [{"name": "portal", "user": {"token": token}}],
+        "contexts": [{"name": "portal", "context": {"cluster": "portal", "user": "portal"}}],
+        "current-context": "portal",
+    }
+
+
+class Backend:
+    """What both backends offer the tests."""
+
+    name = ""
+    url = ""
+    admin_kubeconfig = ""  # a cluster admin's
+    kubeconfig = ""  # the portal's (its ServiceAccount), once `as_portal` ran
+    portal_user = ""
+
+    def writes(self):
+        return [r for r in self.requests() if r["method"] in ("POST", "PUT", "PATCH", "DELETE")]
+
+    def pass_time(self, seconds: float):
+        """Let `seconds` of cluster time pass (kubesim: its clock moves at once)."""
+
+    def portal_kubeconfig(self, token: str, path: Path) -> str:
+        path.write_text(yaml.safe_dump(_token_kubeconfig(self.url, token, self.ca_pem)))
+        return str(path)
+
+
+class KubesimBackend(Backend):
+    """kubesim's admin API (/_sim/), as the tests use it."""
+
+    name = "kubesim"
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.url = sim.url
+        self.admin_kubeconfig = self.kubeconfig = sim.kubeconfig_path
+        self.ca_pem = sim.certificates.ca_pem if sim.certificates else None
+
+    def _call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        tls = self.ca_pem and ssl.create_default_context(cadata=self.ca_pem.decode())
+        with urllib.request.urlopen(request, timeout=10, context=tls or None) as response:
+            return json.loads(response.read() or b"{}")
+
+    def requests(self):
+        """The Kubernetes API requests kubesim served (its own /_sim/ calls left out)."""
+        items = self._call("GET", "/_sim/requests")["items"]
+        return [r for r in items if not r["path"].startswith("/_sim/")]
+
+    def clear_requests(self):
+        self._call("DELETE", "/_sim/requests")
+
+    def faults(self, **config):
+        return self._call("PUT", "/_sim/faults", config)
+
+    def clear_faults(self):
+        return self._call("DELETE", "/_sim/faults")
+
+    def pass_time(self, seconds):
+        if seconds:
+            self._call("POST", "/_sim/clock", {"advance": seconds})
+
+    def service_account_token(self, namespace, name):
+        return self.sim.auth.service_account_token(namespace, name)
+
+    def user_kubeconfig(self, user, groups, path: Path) -> str:
+        token = f"user-{uuid.uuid4().hex}"
+        self.sim.auth.add_token(token, user, groups=list(groups))
+        return self.portal_kubeconfig(token, path)
+
+    def reclaim(self, node, *, grace_seconds=30):
+        """A spot reclaim: cordon, evict every pod (DisruptionTarget), delete the node
+        once the grace is over."""
+        self._call("POST", f"/_sim/nodes/{node}/reclaim", {"mode": "eviction", "grace_seconds": grace_seconds})
+
+    def xid(self, node, gpu, code):
+        return self._call("POST", f"/_sim/nodes/{node}/gpus/{gpu}/xid", {"code": code})
+
+    def expire_watch_history(self):
+        """Forget the watch history: any stored resourceVersion is now too old (410)."""
+        self._call("POST", "/_sim/compact")
+
+    def scrape_configs(self, directory) -> str:
+        """Prometheus scrape jobs for the cluster's DCGM exporter pages (file_sd, without
+        honor_labels, as a DaemonSet is scraped) and kube-state-metrics."""
+        targets = os.path.join(directory, "dcgm-targets.json")
+        self.sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{self.sim.port}")
+        return (
+            "  - job_name: dcgm\n"
+            f"    file_sd_configs: [{{files: ['{targets}'], refresh_interval: 1s}}]\n"
+            "  - job_name: kube-state-metrics\n"
+            "    honor_labels: true\n"
+            "    metrics_path: /metrics/kube-state-metrics\n"
+            f"    static_configs: [{{targets: ['127.0.0.1:{self.sim.port}']}}]\n"
+        )
+
+
+class KubernetesBackend(Backend):
+    """The real control plane, as the cluster's admin sees it."""
+
+    name = "kubernetes"
+
+    def __init__(self, plane: ControlPlane, directory: Path):
+        self.plane = plane
+        self.url = plane.url
+        self.admin_kubeconfig = self.kubeconfig = str(plane.kubeconfig_path)
+        self.ca_pem = plane.authority.cert_pem
+        self.directory = directory
+        self._audit_offset = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
+        self._timers: list[threading.Timer] = []
+
+    # --- the request log: the API server's audit log ---
+
+    def clear_requests(self):
+        self._audit_offset = self._audit_size()
+
+    def _audit_size(self):
+        self._barrier()
+        return self.plane.audit_log.stat().st_size
+
+    def _barrier(self):
+        """A request whose audit event, once written, follows every request answered
+        before it (the log is written as each request completes)."""
+        marker = f"audit-barrier-{uuid.uuid4().hex[:12]}"
+        self.plane.get(f"/api/v1/namespaces/default/configmaps/{marker}")
+        wait_for(lambda: marker in self.plane.audit_log.read_text(), timeout=10)
+
+    def requests(self):
+        self._barrier()
+        with open(self.plane.audit_log) as log:
+            log.seek(self._audit_offset)
+            events = [json.loads(line) for line in log if line.strip()]
+        return [_request_of(e) for e in events if "audit-barrier-" not in e["requestURI"]]
+
+    def faults(self, **config):
+        raise AssertionError("fault injection is kubesim's: mark the test kubesim_only")
+
+    clear_faults = faults
+
+    # --- identities ---
+
+    def service_account_token(self, namespace, name):
+        review = self.plane.call(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": 3 * 3600}},
+        )  # fmt: skip
+        return review["status"]["token"]
+
+    def user_kubeconfig(self, user, groups, path: Path) -> str:
+        return str(self.plane.user_kubeconfig(user, groups, path))
+
+    # --- nodes ---
+
+    def reclaim(self, node, *, grace_seconds=30):
+        """What a cloud's interruption handler does: cordon, evict every pod through
+        the Eviction API, and the node goes when the notice is over."""
+        self.plane.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}},
+                        content_type="application/merge-patch+json")  # fmt: skip
+        pods = self.plane.get(f"/api/v1/pods?fieldSelector=spec.nodeName={node}")["items"]
+        for pod in pods:
+            meta = pod["metadata"]
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.call(
+                    "POST",
+                    f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
+                    {"apiVersion": "policy/v1", "kind": "Eviction",
+                     "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                     "deleteOptions": {"gracePeriodSeconds": grace_seconds}},
+                )  # fmt: skip
+        timer = threading.Timer(grace_seconds, self._delete_node, [node])
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
+
+    def _delete_node(self, node):
+        with contextlib.suppress(urllib.error.HTTPError, OSError):
+            self.plane.call("DELETE", f"/api/v1/nodes/{node}")
+
+    def xid(self, node, gpu, code):
+        raise AssertionError("XIDs are injected into kubesim's exporter: mark the test kubesim_only")
+
+    def expire_watch_history(self):
+        """The API server's watch cache starts at its first list: a resourceVersion
+        from before it (the tests store "1") is too old (410) with nothing to do."""
+
+    def scrape_configs(self, directory) -> str:
+        """The real kube-state-metrics, and the DCGM pages (controlplane/dcgm.py) by
+        http_sd, without honor_labels, as a DaemonSet is scraped."""
+        return (
+            "  - job_name: dcgm\n"
+            f"    http_sd_configs: [{{url: 'http://127.0.0.1:{self.plane.dcgm_port}/targets', refresh_interval: 1s}}]\n"
+            "  - job_name: kube-state-metrics\n"
+            "    honor_labels: true\n"
+            f"    static_configs: [{{targets: ['127.0.0.1:{self.plane.ksm_port}']}}]\n"
+        )
+
+    # --- after each test ---
+
+    def reset(self, keep_namespaces=()):
+        """Put the cluster back as the session started it."""
+        for timer in self._timers:
+            timer.cancel()
+        keep = SYSTEM_NAMESPACES | set(keep_namespaces)
+        names = [n["metadata"]["name"] for n in self.plane.get("/api/v1/namespaces")["items"]]
+        doomed = [name for name in names if name not in keep]
+        for name in doomed:
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.call("DELETE", f"/api/v1/namespaces/{name}")
+        for kind in ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges"):
+            prefix = "/api" if kind.startswith("v1/") else "/apis"
+            group, _, plural = kind.rpartition("/")
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.call(
+                    "DELETE",
+                    f"{prefix}/{group}/namespaces/default/{plural}",
+                    {"propagationPolicy": "Background", "gracePeriodSeconds": 0},
+                )
+        self._restore_nodes()
+
+        def clean():
+            left = {n["metadata"]["name"] for n in self.plane.get("/api/v1/namespaces")["items"]}
+            pods = self.plane.get("/api/v1/namespaces/default/pods")["items"]
+            return not (left & set(doomed)) and not pods
+
+        wait_for(clean, timeout=90)
+
+    def _restore_nodes(self):
+        wanted = {n["metadata"]["name"]: n for n in self.plane.node_objects}
+        live = {n["metadata"]["name"]: n for n in self.plane.get("/api/v1/nodes")["items"]}
+        for name in set(live) - set(wanted):
+            self._delete_node(name)
+        for name, node in wanted.items():
+            current = live.get(name)
+            if current is None:
+                self.plane.call("POST", "/api/v1/nodes", node)
+                continue
+            meta, spec = current["metadata"], current.get("spec") or {}
+            labels = {k: None for k in meta.get("labels") or {}} | node["metadata"]["labels"]
+            annotations = {k: None for k in meta.get("annotations") or {}
+                           if k.startswith(("kwok.x-k8s.io/", "kubesim.io/"))}  # fmt: skip
+            annotations |= node["metadata"]["annotations"]
+            patch = {"metadata": {"labels": labels, "annotations": annotations},
+                     "spec": {"unschedulable": None, "taints": node["spec"].get("taints")}}  # fmt: skip
+            if (meta.get("labels"), spec.get("taints"), spec.get("unschedulable")) != (
+                node["metadata"]["labels"], node["spec"].get("taints"), None
+            ) or any(meta.get("annotations", {}).get(k) != v for k, v in annotations.items()):
+                self.plane.call("PATCH", f"/api/v1/nodes/{name}", patch,
+                                content_type="application/merge-patch+json")  # fmt: skip
+        wait_for(
+            lambda: all(
+                kwok_nodes.is_ready(n)
+                and not any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints") or [])
+                for n in self.plane.get("/api/v1/nodes")["items"]
+            ),
+            timeout=90,
+        )
+
+
+def _request_of(event: dict) -> dict:
+    """An audit event as a kubesim request-log entry."""
+    ref = event.get("objectRef") or {}
+    path = event["requestURI"].split("?", 1)[0]
+    entry = {
+        "verb": event["verb"],
+        "method": METHOD_OF_VERB.get(event["verb"], "GET"),
+        "path": path,
+        "resource": ref.get("resource"),
+        "namespace": ref.get("namespace"),
+        "name": ref.get("name"),
+        "subresource": ref.get("subresource"),
+        "status": (event.get("responseStatus") or {}).get("code", 0),
+        "user": (event.get("user") or {}).get("username"),
+    }
+    if (event.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid":
+        if ref:
+            fields = {"verb": event["verb"], "api_group": ref.get("apiGroup", ""),
+                      "resource": ref.get("resource", ""), "subresource": ref.get("subresource", ""),
+                      "name": ref.get("name", ""), "namespace": ref.get("namespace", "")}  # fmt: skip
+        else:
+            fields = {"verb": event["verb"], "path": path}
+        entry["forbidden"] = fields
+    return entry
+
+
+def control_plane_or_skip(directory: Path) -> ControlPlane:
+    """The session's control plane; without its build, a skip saying how to get it
+    (a failure under CI=true, by tests/conftest.py)."""
+    absent = missing()
+    if absent:
+        pytest.skip(absent)
+    plane = ControlPlane(directory, log=lambda *_: None)
+    plane.start()
+    return plane
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"

@@ -115,6 +115,16 @@ def _server_message(body, fallback):
     return fallback
 
 
+def _namespace_terminating(body):
+    """True for the NamespaceLifecycle refusal of new content in a namespace that is
+    being deleted: a 403 that the namespace controller ends, so worth trying again."""
+    try:
+        causes = ((json.loads(body) or {}).get("details") or {}).get("causes") or []
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
+
+
 class Cluster:
     """One API server: a connection pool, a timeout and a retry budget."""
 
@@ -163,7 +173,7 @@ class Cluster:
                 return text
             return json.loads(text) if text else {}
         message = _server_message(text, response.reason or f"HTTP {response.status}")
-        if response.status >= 500 or response.status == 429:
+        if response.status >= 500 or response.status == 429 or _namespace_terminating(text):
             raise TransientClusterError(
                 f"{method} {path}: {response.status} {message}",
                 status=response.status,

@@ -7,6 +7,7 @@ It writes an admin's kubeconfig to $PORTAL_VAR_DIR/cluster/kubeconfig (var/
 by default) and listens on $CLUSTER_PORT (6443)."""
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -23,9 +24,15 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("CLUSTER_PORT") or 6443))
     parser.add_argument("--cluster", help="a kubesim cluster file (default: the demo cluster)")
     parser.add_argument("--dir", help="where it writes (default: $PORTAL_VAR_DIR/cluster)")
+    parser.add_argument("--ksm-port", type=int, default=0, help="kube-state-metrics (default: free)")
+    parser.add_argument("--dcgm-port", type=int, default=0, help="DCGM exporter pages (default: free)")
+    parser.add_argument("--ready-file", help="written (with the ports, as JSON) once it is up")
     args = parser.parse_args(argv)
     directory = Path(args.dir or Path(os.environ.get("PORTAL_VAR_DIR") or ROOT / "var") / "cluster")
-    plane = ControlPlane(directory, port=args.port, cluster_file=args.cluster)
+    plane = ControlPlane(
+        directory, port=args.port, cluster_file=args.cluster, ksm_port=args.ksm_port,
+        dcgm_port=args.dcgm_port,
+    )  # fmt: skip
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -39,6 +46,9 @@ def main(argv=None) -> int:
     print(f"kube-state-metrics: http://127.0.0.1:{plane.ksm_port}/metrics")
     print(f"DCGM exporter pages: http://127.0.0.1:{plane.dcgm_port}/targets")
     print(f"logs: {directory / 'logs'}; Ctrl-C stops it", flush=True)
+    if args.ready_file:
+        ports = {"api": plane.port, "kube_state_metrics": plane.ksm_port, "dcgm": plane.dcgm_port}
+        Path(args.ready_file).write_text(json.dumps(ports))
     try:
         while not stop.wait(1.0):
             dead = [name for name, p in plane.processes.items() if p.poll() is not None]

@@ -6,13 +6,19 @@ the same cluster. KWOK manages the nodes carrying `kwok.x-k8s.io/node: fake`
 A node's InternalIP is loopback, where KWOK serves the kubelet's API (pod
 logs): nothing the API server does may reach a private address here."""
 
+from datetime import datetime
 from pathlib import Path
 
 from kubesim import cluster
 from kubesim.app import DEFAULT_CLUSTER
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-CONTAINER_LOG = "kwok: this container is simulated; no process runs and nothing is logged.\n"
+CONTAINER_LOG = "kwok: this container is simulated; no process runs and nothing is logged."
+
+
+def container_log(now: datetime) -> str:
+    """The log every simulated container shows, in the CRI log format the kubelet reads."""
+    return f"{now.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} stdout F {CONTAINER_LOG}\n"
 
 
 def kwok_nodes(path=None, *, kubelet_port: int, ip="127.0.0.1") -> list[dict]:

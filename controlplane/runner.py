@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -73,6 +74,8 @@ class ControlPlane:
         port: int = 0,
         cluster_file: str | Path | None = None,
         node_monitor_grace_seconds: int = 20,
+        ksm_port: int = 0,
+        dcgm_port: int = 0,
         log=print,
     ):
         self.directory = Path(directory)
@@ -83,7 +86,7 @@ class ControlPlane:
         self.url = f"https://{HOST}:{self.port}"
         self.processes: dict[str, subprocess.Popen] = {}
         self.kubeconfig_path = self.directory / "kubeconfig"
-        self.ksm_port = self.dcgm_port = None
+        self.ksm_port, self.dcgm_port = ksm_port, dcgm_port
         self.dcgm = None
         self._etcd_data = None
 
@@ -297,7 +300,7 @@ class ControlPlane:
         self.kwok_port = free_port()
         config = self.directory / "kwok.yaml"
         logs_file = self.directory / "container.log"
-        logs_file.write_text(nodes.CONTAINER_LOG)
+        logs_file.write_text(nodes.container_log(datetime.now(UTC)))
         stages = (HERE / "kwok.yaml").read_text()
         config.write_text(stages + nodes.cluster_logs(logs_file))
         kwok_cert = self.authority.issue("kwok", hosts=(HOST,))
@@ -336,7 +339,7 @@ class ControlPlane:
     def _start_exporters(self):
         from controlplane.dcgm import DcgmExporter
 
-        self.ksm_port = free_port()
+        self.ksm_port = self.ksm_port or free_port()
         ksm = self.user_kubeconfig("kube-state-metrics", groups=("system:masters",))
         self._spawn(
             "kube-state-metrics",
@@ -353,7 +356,7 @@ class ControlPlane:
         )
         ksm_url = f"http://{HOST}:{self.ksm_port}"
         self._wait("kube-state-metrics", lambda: "kube_node_info" in _get(ksm_url + "/metrics"))
-        self.dcgm = DcgmExporter(self.kubeconfig_path).start()
+        self.dcgm = DcgmExporter(self.kubeconfig_path, port=self.dcgm_port).start()
         self.dcgm_port = self.dcgm.port
 
     # --- the API, as the cluster's admin ---

@@ -27,7 +27,7 @@ from kubesim import nodes as lifecycle
 from kubesim.clock import format_time, parse_time
 from kubesim.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, NotFound
 from kubesim.exposition import TEXT_CONTENT_TYPE
-from kubesim.resources import omit_zero_job_counts
+from kubesim.resources import RESOURCES, omit_zero_job_counts
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ def install(sim, cluster_path: str | Path | None = None) -> ControlPlane:
     plane = ControlPlane(sim.store)
     plane.load_cluster(cluster_path or DEFAULT_CLUSTER)
     plane.install_admission()
+    sim.store.namespace_lifecycle = True
     sim.controllers.append(plane)
     sim.metrics_provider = plane.metrics
     sim.metrics_pages = plane.metrics_page
@@ -209,6 +210,7 @@ class ControlPlane:
         if self._file_sd_dirty:
             self._file_sd_dirty = False
             self._write_file_sd()
+        self.sync_namespaces()
         self.sync_quotas()
         pods, _ = self.store.list_refs("pods")
         self.sync_nodes(pods)
@@ -218,6 +220,22 @@ class ControlPlane:
         self.sync_scheduler(pods)
         pods, _ = self.store.list_refs("pods")
         self.sync_kubelet(pods)
+
+    def sync_namespaces(self) -> None:
+        """The namespace controller: empty each Terminating namespace (pods get their
+        grace period), then let it go."""
+        for namespace in self.store.terminating_namespaces():
+            for rtype in RESOURCES.values():
+                if not rtype.namespaced:
+                    continue
+                for obj in self.store.list(rtype.plural, namespace):
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        with contextlib.suppress(NotFound):
+                            self.store.delete(
+                                rtype.plural, namespace, obj["metadata"]["name"],
+                                propagation_policy="Background",
+                            )  # fmt: skip
+            self.store.finish_namespace(namespace)
 
     def sync_quotas(self) -> None:
         """Recompute status.used only for namespaces whose pods, jobs or quotas changed."""

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from . import patch as patching
 from .clock import Clock, format_time
-from .errors import AlreadyExists, BadRequest, Conflict, Expired, NotFound
+from .errors import AlreadyExists, BadRequest, Conflict, Expired, Forbidden, NotFound
 from .resources import (
     RESOURCES,
     ResourceType,
@@ -84,6 +84,9 @@ class Watcher:
 class Store:
     def __init__(self, clock: Clock | None = None, *, history: int = 2000, seed: bool = True):
         self.lock = threading.RLock()
+        # With a namespace controller (the control plane), a deleted namespace is
+        # Terminating until it has emptied; without one it goes at once.
+        self.namespace_lifecycle = False
         self.clock = clock or Clock()
         self._objects: dict[str, dict[tuple, dict]] = {plural: {} for plural in RESOURCES}
         self._rv = 0
@@ -494,19 +497,25 @@ class Store:
             raise BadRequest("resourceVersion should not be set on objects to be created")
         if rtype.namespaced:
             namespace = namespace or meta.get("namespace") or "default"
-            if ("", namespace) not in self._objects["namespaces"]:
+            owner = self._objects["namespaces"].get(("", namespace))
+            if owner is None:
                 raise NotFound(resource="namespaces", name=namespace)
+            if owner["metadata"].get("deletionTimestamp"):
+                raise namespace_terminating(rtype, meta.get("name") or "", namespace)
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(self._name_random.choice(NAME_ALPHABET) for _ in range(5))
             meta["name"] = meta["generateName"] + suffix
-        if (
-            meta.get("name")
-            and self._key(rtype, namespace, meta["name"]) in self._objects[rtype.plural]
-        ):
-            raise AlreadyExists(resource=rtype.plural, group=rtype.group, name=meta["name"])
+        existing = meta.get("name") and self._objects[rtype.plural].get(
+            self._key(rtype, namespace, meta["name"])
+        )
+        if existing:
+            error = AlreadyExists(resource=rtype.plural, group=rtype.group, name=meta["name"])
+            if existing["metadata"].get("deletionTimestamp"):
+                error.message = f"object is being deleted: {error.message}"
+            raise error
         # apiVersion and kind first, as the apiserver's encoder writes them.
         new = {"apiVersion": rtype.api_version, "kind": rtype.kind, **new}
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
@@ -616,6 +625,8 @@ class Store:
         grace = _grace_period(rtype, obj, grace)
         if grace or obj["metadata"].get("finalizers"):
             return self._mark_deleted(rtype, obj, grace)
+        if rtype.plural == "namespaces" and self.namespace_lifecycle:
+            return self._terminate_namespace(obj)
         if rtype.plural == "namespaces":
             namespace = obj["metadata"]["name"]
             for other in RESOURCES.values():
@@ -653,6 +664,37 @@ class Store:
         self._commit(rtype, None, obj, "DELETED")
         return deleted
 
+    def _terminate_namespace(self, obj: dict) -> dict:
+        """Deleting a namespace makes it Terminating: no new content is admitted and the
+        namespace controller empties it, then it goes (finish_namespace)."""
+        if obj["metadata"].get("deletionTimestamp"):
+            return copy_json(obj)
+        marked = copy_json(obj)
+        marked["metadata"]["deletionTimestamp"] = self.clock.timestamp()
+        marked.setdefault("status", {})["phase"] = "Terminating"
+        self._commit(RESOURCES["namespaces"], marked, obj, "MODIFIED")
+        return copy_json(marked)
+
+    def terminating_namespaces(self) -> "list[str]":
+        with self.lock:
+            return [
+                key[1]
+                for key, ns in self._objects["namespaces"].items()
+                if ns["metadata"].get("deletionTimestamp")
+            ]
+
+    def finish_namespace(self, name: str) -> bool:
+        """The namespace controller's last step: once nothing is left in the
+        Terminating namespace, remove its finalizer and so the namespace. True if gone."""
+        with self.lock:
+            for other in RESOURCES.values():
+                if other.namespaced and any(k[0] == name for k in self._objects[other.plural]):
+                    return False
+            obj = self._objects["namespaces"].get(("", name))
+            if obj is not None:
+                self._commit(RESOURCES["namespaces"], None, obj, "DELETED")
+            return True
+
     def _mark_deleted(self, rtype: ResourceType, obj: dict, grace: int) -> dict:
         """Set deletionTimestamp (now + grace) instead of removing the object; a second
         delete may only shorten the grace period."""
@@ -680,6 +722,25 @@ class Store:
                 refs = obj["metadata"].get("ownerReferences") or ()
                 if any(r.get("uid") == uid for r in refs):
                     yield rtype, obj
+
+
+def namespace_terminating(rtype: ResourceType, name: str, namespace: str) -> Forbidden:
+    """NamespaceLifecycle's refusal, word for word, with the cause clients look for."""
+    error = Forbidden(
+        resource=rtype.plural,
+        group=rtype.group,
+        name=name,
+        message=f"unable to create new content in namespace {namespace} because it is being "
+        "terminated",
+    )
+    error.details["causes"] = [
+        {
+            "reason": "NamespaceTerminating",
+            "message": f"namespace {namespace} is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    return error
 
 
 def _etcd_key(obj: dict) -> str:

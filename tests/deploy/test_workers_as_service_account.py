@@ -106,8 +106,8 @@ def test_a_worker_in_a_pod_uses_the_mounted_service_account_token(
     mounted = tmp_path / "serviceaccount"
     mounted.mkdir()
     account = backend.portal_user.split(":")  # system:serviceaccount:NS:NAME
-    (mounted / "token").write_text(backend.sim.auth.service_account_token(*account[2:]))
-    (mounted / "ca.crt").write_bytes(backend.sim.certificates.ca_pem)
+    (mounted / "token").write_text(backend.service_account_token(*account[2:]))
+    (mounted / "ca.crt").write_bytes(backend.ca_pem)
     (mounted / "namespace").write_text(account[2])
     server = urlsplit(backend.url)
     workers.start(

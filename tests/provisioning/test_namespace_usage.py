@@ -47,10 +47,9 @@ def example_of(client, team, flavor):
 def kubectl_apply(backend, namespace, manifest):
     """`kubectl apply` as a member of the team: a user in the team's group, which the
     RoleBinding the sync made grants `edit` in the namespace (and nothing else)."""
-    token = backend.sim.auth.add_token(
-        secrets.token_urlsafe(16), "alice", groups=["gpu-team-vision"]
+    kubeconfig = backend.user_kubeconfig(
+        "alice", ["gpu-team-vision"], Path(f"{backend.kubeconfig}.alice")
     )
-    kubeconfig = backend.sim.write_kubeconfig(f"{kubesim.kubeconfig}.alice", token=token)
     result = subprocess.run(
         [KUBECTL, "--kubeconfig", kubeconfig, "-n", namespace, "apply", "-f", "-"],
         input=manifest,

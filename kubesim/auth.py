@@ -338,7 +338,7 @@ class Rbac:
 
     def install(self) -> None:
         for resource in ROLE_KINDS | BINDING_KINDS:
-            self.store.add_admission(resource, self._admit)
+            self.store.add_admission(resource, self._admit, before_validation=True)
 
     def _admit(self, operation, obj, old, store) -> None:
         user = current_user.get()

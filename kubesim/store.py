@@ -91,6 +91,7 @@ class Store:
         self._objects: dict[str, dict[tuple, dict]] = {plural: {} for plural in RESOURCES}
         self._rv = 0
         self._admission: dict[str, list] = defaultdict(list)
+        self._early_admission: dict[str, list] = defaultdict(list)
         self._subscribers: list = []
         self._history: deque = deque(maxlen=history)
         self._compacted_rv = 0
@@ -102,10 +103,12 @@ class Store:
 
     # --- wiring for the control plane ---
 
-    def add_admission(self, resource: str, fn) -> None:
+    def add_admission(self, resource: str, fn, *, before_validation=False) -> None:
         """fn(operation, obj, old, store) runs inside the lock before a create or update
-        of `resource` is committed; it may mutate obj or raise an ApiError."""
-        self._admission[resource].append(fn)
+        of `resource` is committed; it may mutate obj or raise an ApiError. With
+        `before_validation` it runs first, as the checks of a registry's wrapping
+        storage do (RBAC's escalation prevention refuses before roleRef is validated)."""
+        (self._early_admission if before_validation else self._admission)[resource].append(fn)
 
     def subscribe(self, fn) -> None:
         """fn(event_type, resource, obj) after every committed change, inside the lock
@@ -565,8 +568,10 @@ class Store:
         """Default, validate, admit and commit; a write that changes nothing is skipped."""
         apply_defaults(rtype.plural, new)
         if subresource != "status":
-            validate(rtype, new, old)
             operation = "CREATE" if old is None else "UPDATE"
+            for hook in self._early_admission.get(rtype.plural, ()):
+                hook(operation, new, old, self)
+            validate(rtype, new, old)
             for hook in self._admission.get(rtype.plural, ()):
                 hook(operation, new, old, self)
             if old is None:

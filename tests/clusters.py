@@ -38,6 +38,7 @@ from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("kubesim", "kubernetes")
+CONTEXT = "gpu-portal"  # the context of the kubeconfigs written for the portal and users
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 METHOD_OF_VERB = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
                   "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}  # fmt: skip
@@ -50,10 +51,10 @@ def _token_kubeconfig(url: str, token: str, ca_pem: bytes | None) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "portal", "cluster": cluster}],
-        "users": [{"name": "portal", "user": {"token": token}}],
-        "contexts": [{"name": "portal", "context": {"cluster": "portal", "user": "portal"}}],
-        "current-context": "portal",
+        "clusters": [{"name": CONTEXT, "cluster": cluster}],
+        "users": [{"name": CONTEXT, "user": {"token": token}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT}}],
+        "current-context": CONTEXT,
     }
 
 

@@ -162,6 +162,7 @@ def assert_released_exactly_once(jobs, generations, cluster, backend):
     return patches
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_a_worker_killed_mid_release_every_job_released_exactly_once(
     planned, workers, backend, cluster
 ):
@@ -221,6 +222,7 @@ def test_the_broker_down_at_the_opening_the_tick_releases_every_job_once(
     assert patches == Counter({path: 1 for path in patches}) and len(patches) == JOBS
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_transient_api_errors_during_the_release_every_job_released_exactly_once(
     planned, workers, backend, cluster
 ):

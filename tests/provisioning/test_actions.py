@@ -82,15 +82,18 @@ def test_a_team_in_sync_is_not_synced_again(vision_quota, backend):
 def test_a_permanent_error_is_shown_with_the_servers_message_and_not_retried(
     vision_quota, settings, admin_user, client, backend
 ):
-    settings.PORTAL_RBAC_CLUSTER_ROLE = "admin"  # roleRef cannot change on a live binding
+    # The portal may bind only `edit` (deploy/'s role): binding `admin` is an
+    # escalation, refused before the (also refused) change of a live roleRef.
+    settings.PORTAL_RBAC_CLUSTER_ROLE = "admin"
     actions.mark_dirty(vision_quota.pk)
     with pytest.raises(kube.PermanentClusterError):
         actions.sync_team(vision_quota.pk)
 
     sync = sync_of(vision_quota)
     assert sync.status == TeamSync.Status.FAILING
-    assert sync.last_error_status == 422
-    assert "cannot change roleRef" in sync.last_error
+    assert sync.last_error_status == 403
+    refusal = "is attempting to grant RBAC permissions not currently held"
+    assert refusal in sync.last_error
     assert AuditEvent.objects.filter(team=vision_quota, action="sync_failed").count() == 1
     # The sweep does not queue a generation the cluster refused.
     assert actions.sweep() == []
@@ -98,9 +101,10 @@ def test_a_permanent_error_is_shown_with_the_servers_message_and_not_retried(
     client.force_login(admin_user)
     page = client.get("/cluster/")
     assert page.status_code == 200
-    assert "cannot change roleRef" in page.content.decode()
+    assert refusal in page.content.decode()
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_a_transient_error_is_recorded_and_left_for_a_retry(vision, backend, cluster, settings):
     settings.PORTAL_KUBE_RETRIES = 0
     kube.reset()

@@ -6,6 +6,7 @@ import pytest
 
 from cluster import kube
 from provisioning import manifests
+from tests.clusters import CONTEXT
 
 
 @pytest.fixture
@@ -26,6 +27,7 @@ def test_a_missing_object_is_none(client):
 
 
 @pytest.mark.parametrize("status", [500, 503])
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_server_errors_are_transient(client, backend, status):
     backend.faults(error_rate=1.0, statuses=[status])
     with pytest.raises(kube.TransientClusterError) as caught:
@@ -33,6 +35,7 @@ def test_server_errors_are_transient(client, backend, status):
     assert caught.value.status == status
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_429_is_transient_and_carries_retry_after(client, backend):
     backend.faults(error_rate=1.0, statuses=[429], retry_after=7)
     with pytest.raises(kube.TransientClusterError) as caught:
@@ -41,6 +44,7 @@ def test_429_is_transient_and_carries_retry_after(client, backend):
     assert caught.value.retry_after == 7
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_a_timeout_is_transient(client, backend):
     backend.faults(latency_ms=3000)
     with pytest.raises(kube.TransientClusterError, match="Timeout"):
@@ -61,13 +65,14 @@ def test_a_refused_connection_is_transient():
 def test_an_invalid_object_is_permanent_with_the_servers_message(client):
     binding = manifests.role_binding("default", "vision", [], "edit")
     client.apply(binding, field_manager="gpu-portal")
-    binding["roleRef"]["name"] = "admin"
+    binding["subjects"] = [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": ""}]
     with pytest.raises(kube.PermanentClusterError) as caught:
         client.apply(binding, field_manager="gpu-portal")
     assert caught.value.status == 422
-    assert "cannot change roleRef" in caught.value.message
+    assert "subjects[0].name: Required value" in caught.value.message
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_transient_errors_are_retried_in_place(backend):
     client = kube.Cluster(
         kube.load_configuration(backend.kubeconfig), timeout=2, retries=30, backoff=0.001
@@ -83,5 +88,5 @@ def test_a_bad_kubeconfig_is_a_clear_error(tmp_path):
 
 
 def test_a_named_context_is_used(backend):
-    configuration = kube.load_configuration(backend.kubeconfig, context="kubesim")
+    configuration = kube.load_configuration(backend.kubeconfig, context=CONTEXT)
     assert configuration.host == backend.url

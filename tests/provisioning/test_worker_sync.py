@@ -104,6 +104,7 @@ def test_a_second_sync_writes_nothing(workers, backend, cluster, demo_flavors):
     assert {r["method"] for r in backend.requests()} == {"GET"}
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_every_team_converges_with_30_percent_of_calls_failing(
     workers, backend, cluster, demo_flavors
 ):
@@ -123,6 +124,7 @@ def test_every_team_converges_with_30_percent_of_calls_failing(
     assert failed, "the faults were injected"
 
 
+@pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_a_worker_killed_mid_sync_is_replaced_and_the_team_converges(
     workers, backend, cluster, demo_flavors
 ):

@@ -149,8 +149,18 @@ class ControlPlane:
                 start_new_session=True,  # Ctrl-C reaches the runner, which stops them in order
             )
         process.log_path = log_path
+        process.command = command
         self.processes[name] = process
         return process
+
+    def restart_apiserver(self):
+        """Kill kube-apiserver and start it again (its watch cache starts afresh at
+        the current resourceVersion, as after a crash)."""
+        old = self.processes["kube-apiserver"]
+        old.kill()
+        old.wait(timeout=30)
+        self._spawn("kube-apiserver", old.command)
+        self._wait("kube-apiserver", lambda: self.get("/readyz", raw=True) == "ok", timeout=90)
 
     def _wait(self, name: str, ready, timeout: float = 60.0):
         """Poll `ready()` until true; fail with the component's log if it died or took too long."""

@@ -238,8 +238,9 @@ class KubernetesBackend(Backend):
         raise AssertionError("XIDs are injected into kubesim's exporter: mark the test kubesim_only")
 
     def expire_watch_history(self):
-        """The API server's watch cache starts at its first list: a resourceVersion
-        from before it (the tests store "1") is too old (410) with nothing to do."""
+        """Restart the API server: its watch cache starts afresh at the current
+        resourceVersion, so any older one is too old (410 Expired)."""
+        self.plane.restart_apiserver()
 
     def scrape_configs(self, directory) -> str:
         """The real kube-state-metrics, and the DCGM pages (controlplane/dcgm.py) by

@@ -9,6 +9,12 @@ import pytest
 from django.db import connection
 
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer
+from tests.provisioning.conftest import (  # noqa: F401 (the cluster backends, for every test)
+    backend,
+    cluster,
+    control_plane,
+    portal_rules,
+)
 
 
 @pytest.fixture

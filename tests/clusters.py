@@ -20,6 +20,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import ssl
 import threading
 import time
@@ -38,6 +39,12 @@ from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("kubesim", "kubernetes")
+ESCALATION = "is attempting to grant RBAC permissions not currently held"
+# responsewriters.forbiddenMessage, for a resource request.
+REFUSED = re.compile(
+    r'User "[^"]*" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)" in API group '
+    r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)'
+)
 CONTEXT = "gpu-portal"  # the context of the kubeconfigs written for the portal and users
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 METHOD_OF_VERB = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
@@ -330,7 +337,26 @@ def _request_of(event: dict) -> dict:
         "status": (event.get("responseStatus") or {}).get("code", 0),
         "user": (event.get("user") or {}).get("username"),
     }
-    if (event.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid":
+    status = event.get("responseStatus") or {}
+    if entry["status"] == 403 and ESCALATION in (status.get("message") or ""):
+        # Authorized, then refused by RBAC's escalation check in the registry: what it
+        # checked was `bind` on the role a binding names, or `escalate` on a role.
+        if ref.get("resource", "").endswith("rolebindings"):
+            role = (event.get("requestObject") or {}).get("roleRef") or {}
+            plural = "clusterroles" if role.get("kind") == "ClusterRole" else "roles"
+            fields = {"verb": "bind", "resource": plural, "name": role.get("name", "")}
+        else:
+            fields = {"verb": "escalate", "resource": ref.get("resource", ""), "name": ref.get("name", "")}
+        entry["forbidden"] = {"api_group": "rbac.authorization.k8s.io", "subresource": "",
+                              "namespace": ref.get("namespace", ""), **fields}  # fmt: skip
+    elif entry["status"] == 403 and (checked := REFUSED.search(status.get("message") or "")):
+        # Authorized as a patch, then refused a second check in the handler (a
+        # server-side apply that creates needs `create`): the message says which.
+        resource, _, subresource = checked["resource"].partition("/")
+        entry["forbidden"] = {"verb": checked["verb"], "api_group": checked["group"],
+                              "resource": resource, "subresource": subresource,
+                              "name": ref.get("name", ""), "namespace": checked["namespace"] or ""}  # fmt: skip
+    elif (event.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid":
         if ref:
             fields = {"verb": event["verb"], "api_group": ref.get("apiGroup", ""),
                       "resource": ref.get("resource", ""), "subresource": ref.get("subresource", ""),

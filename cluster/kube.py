@@ -115,6 +115,12 @@ def _server_message(body, fallback):
     return fallback
 
 
+def _malformed_apply(status, body):
+    """A server-side apply the API server cannot type (a field its schema lacks, a value
+    of the wrong type) is answered 500, but is the request's fault: never worth a retry."""
+    return status == 500 and "failed to create typed patch object" in (body or "")
+
+
 def _namespace_terminating(body):
     """True for the NamespaceLifecycle refusal of new content in a namespace that is
     being deleted: a 403 that the namespace controller ends, so worth trying again."""
@@ -173,7 +179,8 @@ class Cluster:
                 return text
             return json.loads(text) if text else {}
         message = _server_message(text, response.reason or f"HTTP {response.status}")
-        if response.status >= 500 or response.status == 429 or _namespace_terminating(text):
+        transient = response.status >= 500 or response.status == 429 or _namespace_terminating(text)
+        if transient and not _malformed_apply(response.status, text):
             raise TransientClusterError(
                 f"{method} {path}: {response.status} {message}",
                 status=response.status,

@@ -31,9 +31,19 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del status["reason"]  # Go's omitempty: an unclassified error has none
         if self.details:
             status["details"] = self.details
         return status
+
+
+class TypedPatchError(ApiError):
+    """What a server-side apply of fields the schema does not have answers: a 500
+    with no reason (the apiserver does not classify it)."""
+
+    code = 500
+    reason = ""
 
 
 def _details(name: str, group: str, kind: str) -> dict:

@@ -37,7 +37,7 @@ from .exposition import TEXT_CONTENT_TYPE
 from .listing import list_page
 from .resources import RESOURCES, group_versions
 from .tables import to_table
-from .validation import check_structure
+from .validation import check_apply_config, check_structure
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -579,12 +579,13 @@ class Handler(BaseHTTPRequestHandler):
                 raise BadRequest(
                     f"invalid object type: {body.get('apiVersion')}, Kind={body.get('kind')}"
                 )
-            check_structure(rtype, body, strict=query.get("fieldValidation") == "Strict")
             field_manager = query.get("fieldManager")
             if not field_manager:
                 raise BadRequest(
                     "PATCH, application/apply-patch+yaml requires fieldManager to be set"
                 )
+            check_apply_config(rtype, body)
+            check_structure(rtype, body)
             existed = _exists(store, rtype, namespace, name)
             if not existed and self._attributes is not None:
                 self.sim.auth.authorize_create(self._user, self._attributes)

@@ -10,7 +10,7 @@ import json
 import re
 
 from . import quantity
-from .errors import BadRequest, FieldError, Invalid
+from .errors import BadRequest, FieldError, Invalid, TypedPatchError
 from .quota import is_extended
 from .resources import ResourceType
 
@@ -88,6 +88,39 @@ def _dotted(path) -> str:
     return text
 
 
+def unknown_fields(rtype: ResourceType, obj: dict) -> list[str]:
+    """The dotted paths of fields the kind's schema does not have."""
+    validator = _validator(rtype.kind, rtype.api_version, True)
+    if validator is None:
+        return []
+    return sorted(
+        path
+        for error in validator.iter_errors(obj)
+        if error.validator == "additionalProperties"
+        for path in _extra_paths(error)
+    )
+
+
+def _extra_paths(error) -> list[str]:
+    path = _dotted(error.absolute_path)
+    extra = re.findall(r"'([^']+)' was unexpected", error.message)
+    return [f"{path}.{e}" if path else e for e in extra]
+
+
+def check_apply_config(rtype: ResourceType, config: dict) -> None:
+    """A server-side apply configuration with a field the schema lacks is refused as
+    the apiserver's structured-merge-diff refuses it: a 500, not a 400."""
+    unknown = unknown_fields(rtype, config)
+    if unknown:
+        meta = config.get("metadata") or {}
+        group_version = rtype.api_version if "/" in rtype.api_version else f"/{rtype.api_version}"
+        raise TypedPatchError(
+            f"failed to create typed patch object ({meta.get('namespace', '')}/"
+            f"{meta.get('name', '')}; {group_version}, Kind={rtype.kind}): .{unknown[0]}: "
+            "field not declared in schema"
+        )
+
+
 def check_structure(rtype: ResourceType, obj: dict, *, strict: bool = False) -> None:
     """422 for values of the wrong type; with strict field validation (what kubectl asks
     for) also 400 for unknown fields, like the real strict decoder."""
@@ -100,8 +133,7 @@ def check_structure(rtype: ResourceType, obj: dict, *, strict: bool = False) -> 
     for error in validator.iter_errors(obj):
         path = _dotted(error.absolute_path)
         if error.validator == "additionalProperties":
-            extra = re.findall(r"'([^']+)' was unexpected", error.message)
-            unknown += [f"{path}.{e}" if path else e for e in extra]
+            unknown += _extra_paths(error)
             continue
         if error.validator == "type":
             wanted = error.validator_value
@@ -121,7 +153,11 @@ def check_structure(rtype: ResourceType, obj: dict, *, strict: bool = False) -> 
             errors.append(FieldError("Invalid", path, error.instance, error.message))
     if unknown:
         fields = ", ".join(f'unknown field "{u}"' for u in sorted(unknown))
-        raise BadRequest(f"strict decoding error: {fields}")
+        version = rtype.api_version.rpartition("/")[2]
+        raise BadRequest(
+            f'{rtype.kind} in version "{version}" cannot be handled as a {rtype.kind}: '
+            f"strict decoding error: {fields}"
+        )
     if errors:
         raise Invalid(kind=rtype.kind, group=rtype.group, name=name, errors=errors)
 

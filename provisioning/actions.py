@@ -100,6 +100,10 @@ def matches(desired, live):
     return desired == live
 
 
+def _terminating(live):
+    return live is not None and bool(live["metadata"].get("deletionTimestamp"))
+
+
 def _describe_drift(obj, live):
     name = f"{obj['kind']} {obj['metadata']['name']}"
     if live is None:
@@ -134,6 +138,12 @@ def reconcile(cluster, objects, applied):
         if not namespace_missing:
             live = cluster.get(obj["kind"], meta["name"], meta.get("namespace"))
             namespace_missing = obj["kind"] == "Namespace" and live is None
+            if obj["kind"] == "Namespace" and _terminating(live):
+                # Deleted outside the portal: it cannot be applied to until the namespace
+                # controller has emptied it and it is gone. Try again then.
+                raise kube.TransientClusterError(
+                    f"namespace {meta['name']} is being terminated; it is made again once gone"
+                )
         if live is not None and matches(obj, live):
             new_applied[key] = wanted
             continue
@@ -285,7 +295,7 @@ def check_drift(cluster=None):
         for obj in objects:
             meta = obj["metadata"]
             found = live.get((obj["kind"], meta.get("namespace"), meta["name"]))
-            if found is None or not matches(obj, found):
+            if found is None or not matches(obj, found) or _terminating(found):
                 drifted.append(team_id)
                 break
     TeamSync.objects.filter(team_id__in=states).exclude(team_id__in=drifted).update(

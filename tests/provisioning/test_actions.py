@@ -1,4 +1,6 @@
-"""Provisioning actions run in the test process against kubesim over HTTP."""
+"""Provisioning actions run in the test process against both cluster backends over HTTP."""
+
+import contextlib
 
 import pytest
 from django.utils import timezone
@@ -6,10 +8,11 @@ from django.utils import timezone
 from cluster import kube
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent, Membership, QuotaRequest
-from provisioning import actions
+from provisioning import actions, manifests
 from provisioning.models import TeamSync
 from tests.factories import UserFactory, add_member, submit
 from tests.provisioning.conftest import sync_of
+from tests.waiting import wait_for
 
 
 @pytest.fixture(autouse=True)
@@ -199,3 +202,75 @@ def test_team_namespaces_carry_the_operators_labels_and_annotations(
     assert metadata["labels"]["networking.example.com/profile"] == "isolated"
     assert metadata["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert metadata["annotations"]["cost.example.com/center"] == "ML research #42"
+
+
+def test_a_manifest_field_the_server_does_not_know_is_refused_for_good(
+    vision, alice, demo_flavors, approve_now, monkeypatch, backend
+):
+    """A field the API server's schema lacks (a portal newer than the cluster):
+    server-side apply answers 500 "field not declared in schema", which is the
+    request's fault, not the server's, so the team shows it and nothing retries."""
+    built = manifests.team_objects
+
+    def with_a_new_field(**kwargs):
+        objects = built(**kwargs)
+        for obj in objects:
+            if obj["kind"] == "ResourceQuota":
+                obj["spec"]["futureField"] = True
+        return objects
+
+    monkeypatch.setattr(manifests, "team_objects", with_a_new_field)
+    approve_now(vision, demo_flavors["h100"], alice)
+    with pytest.raises(kube.PermanentClusterError):
+        actions.sync_team(vision.pk)
+    sync = sync_of(vision)
+    assert (sync.status, sync.last_error_status) == (TeamSync.Status.FAILING, 500)
+    assert ".spec.futureField: field not declared in schema" in sync.last_error
+    assert actions.sweep() == []  # this generation is not tried again
+
+
+def test_a_namespace_deleted_outside_the_portal_is_made_again_once_it_has_terminated(
+    vision_quota, cluster, backend
+):
+    # A pod held by a finalizer keeps the deleted namespace Terminating.
+    cluster.call(
+        "POST",
+        "/api/v1/namespaces/vision/pods",
+        body={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "held", "finalizers": ["tests.gpu-portal.io/hold"]},
+            "spec": {
+                # What the namespace's PodSecurity level (restricted) asks of a pod.
+                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "main", "image": "busybox", "securityContext": {
+                    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+            },
+        },
+    )
+    cluster.delete("Namespace", "vision")
+    assert actions.check_drift() == [vision_quota.pk]
+    with pytest.raises(kube.TransientClusterError, match="being terminated"):
+        actions.sync_team(vision_quota.pk)
+    sync = sync_of(vision_quota)
+    assert sync.status == TeamSync.Status.FAILING
+    assert sync.refused_generation is None or sync.refused_generation < sync.generation
+
+    cluster.call(
+        "PATCH",
+        cluster.path("Pod", "held", "vision"),
+        body={"metadata": {"finalizers": None}},
+        content_type="application/merge-patch+json",
+    )
+
+    def made_again():
+        with contextlib.suppress(kube.TransientClusterError):
+            actions.sync_team(vision_quota.pk)
+        return sync_of(vision_quota).status == TeamSync.Status.IN_SYNC
+
+    wait_for(made_again, timeout=60, every=lambda: backend.pass_time(30))
+    namespace = cluster.get("Namespace", "vision")
+    assert namespace["status"]["phase"] == "Active"
+    assert cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"][
+        "requests.nvidia.com/gpu"
+    ] == "4"

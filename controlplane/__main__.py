@@ -20,19 +20,28 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controlplane", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m controlplane", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--port", type=int, default=int(os.environ.get("CLUSTER_PORT") or 6443))
     parser.add_argument("--cluster", help="a kubesim cluster file (default: the demo cluster)")
     parser.add_argument("--dir", help="where it writes (default: $PORTAL_VAR_DIR/cluster)")
-    parser.add_argument("--ksm-port", type=int, default=0, help="kube-state-metrics (default: free)")
-    parser.add_argument("--dcgm-port", type=int, default=0, help="DCGM exporter pages (default: free)")
+    parser.add_argument(
+        "--ksm-port", type=int, default=0, help="kube-state-metrics (default: free)"
+    )
+    parser.add_argument(
+        "--dcgm-port", type=int, default=0, help="DCGM exporter pages (default: free)"
+    )
     parser.add_argument("--ready-file", help="written (with the ports, as JSON) once it is up")
     args = parser.parse_args(argv)
     directory = Path(args.dir or Path(os.environ.get("PORTAL_VAR_DIR") or ROOT / "var") / "cluster")
     plane = ControlPlane(
-        directory, port=args.port, cluster_file=args.cluster, ksm_port=args.ksm_port,
+        directory,
+        port=args.port,
+        cluster_file=args.cluster,
+        ksm_port=args.ksm_port,
         dcgm_port=args.dcgm_port,
-    )  # fmt: skip
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -53,8 +62,10 @@ def main(argv=None) -> int:
         while not stop.wait(1.0):
             dead = [name for name, p in plane.processes.items() if p.poll() is not None]
             if dead:
-                print(f"make cluster: {dead[0]} exited; its log: {plane.processes[dead[0]].log_path}",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"make cluster: {dead[0]} exited; its log: {plane.processes[dead[0]].log_path}",
+                    file=sys.stderr,
+                )
                 return 1
         return 0
     finally:

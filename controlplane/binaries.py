@@ -5,8 +5,14 @@ import os
 import shutil
 from pathlib import Path
 
-NAMES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok",
-         "kube-state-metrics")  # fmt: skip
+NAMES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kube-state-metrics",
+)
 
 
 def cache_dir() -> Path:
@@ -29,4 +35,6 @@ def missing() -> str:
         if shutil.which("go")
         else "install Go 1.26 or newer, then run `make cluster-binaries`"
     )
-    return f"the real control plane is not built ({', '.join(absent)} missing in {cache_dir()}): {how}"
+    return (
+        f"the real control plane is not built ({', '.join(absent)} missing in {cache_dir()}): {how}"
+    )

@@ -60,7 +60,9 @@ class DcgmExporter:
         self._devices = {uid: keys for uid, keys in self._devices.items() if uid in alive}
         placed: dict[str, list[dict]] = {}
         result = []
-        for pod in sorted(pods, key=lambda p: (p["status"].get("startTime", ""), p["metadata"]["name"])):
+        for pod in sorted(
+            pods, key=lambda p: (p["status"].get("startTime", ""), p["metadata"]["name"])
+        ):
             node = by_node.get(pod["spec"].get("nodeName"))
             if node is None:
                 continue
@@ -101,7 +103,9 @@ class DcgmExporter:
                 if path == "/targets":
                     body, kind = json.dumps(exporter.targets()), "application/json"
                 elif path == "/metrics" or path.startswith("/metrics/dcgm/"):
-                    body = exporter.page(path.removeprefix("/metrics").removeprefix("/dcgm/") or None)
+                    body = exporter.page(
+                        path.removeprefix("/metrics").removeprefix("/dcgm/") or None
+                    )
                     kind = "text/plain; version=0.0.4; charset=utf-8"
                 else:
                     body = None

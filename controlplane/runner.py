@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import socket
@@ -51,9 +50,7 @@ def kubeconfig(url: str, ca: Path, cert: Path, key: Path, *, name="gpu-portal") 
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": name, "cluster": {"server": url, "certificate-authority": str(ca)}}
-        ],
+        "clusters": [{"name": name, "cluster": {"server": url, "certificate-authority": str(ca)}}],
         "users": [
             {"name": name, "user": {"client-certificate": str(cert), "client-key": str(key)}}
         ],
@@ -116,7 +113,7 @@ class ControlPlane:
         if self.dcgm is not None:
             self.dcgm.stop()
             self.dcgm = None
-        for name, process in reversed(list(self.processes.items())):
+        for _name, process in reversed(list(self.processes.items())):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for process in self.processes.values():
@@ -168,12 +165,16 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
-                raise ControlPlaneError(f"{name} exited ({process.returncode}):\n{self._tail(name)}")
+                raise ControlPlaneError(
+                    f"{name} exited ({process.returncode}):\n{self._tail(name)}"
+                )
             with contextlib.suppress(OSError, urllib.error.URLError, ValueError):
                 if ready():
                     return
             if time.monotonic() > deadline:
-                raise ControlPlaneError(f"{name} not ready after {timeout:.0f} s:\n{self._tail(name)}")
+                raise ControlPlaneError(
+                    f"{name} not ready after {timeout:.0f} s:\n{self._tail(name)}"
+                )
             time.sleep(0.1)
 
     def _tail(self, name: str, lines: int = 30) -> str:
@@ -376,8 +377,14 @@ class ControlPlane:
         context.load_cert_chain(*map(str, self._admin_cert))
         return context
 
-    def call(self, method: str, path: str, body=None, *, content_type="application/json", raw=False):
-        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    def call(
+        self, method: str, path: str, body=None, *, content_type="application/json", raw=False
+    ):
+        data = (
+            None
+            if body is None
+            else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        )
         request = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": content_type}
         )
@@ -398,4 +405,3 @@ class ControlPlane:
 def _get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=5) as response:
         return response.read().decode()
-

@@ -23,7 +23,6 @@ import os
 import re
 import ssl
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -47,8 +46,16 @@ REFUSED = re.compile(
 )
 CONTEXT = "gpu-portal"  # the context of the kubeconfigs written for the portal and users
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
-METHOD_OF_VERB = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
-                  "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}  # fmt: skip
+METHOD_OF_VERB = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
 
 
 def _token_kubeconfig(url: str, token: str, ca_pem: bytes | None) -> dict:
@@ -134,7 +141,11 @@ class KubesimBackend(Backend):
     def reclaim(self, node, *, grace_seconds=30):
         """A spot reclaim: cordon, evict every pod (DisruptionTarget), delete the node
         once the grace is over."""
-        self._call("POST", f"/_sim/nodes/{node}/reclaim", {"mode": "eviction", "grace_seconds": grace_seconds})
+        self._call(
+            "POST",
+            f"/_sim/nodes/{node}/reclaim",
+            {"mode": "eviction", "grace_seconds": grace_seconds},
+        )
 
     def xid(self, node, gpu, code):
         return self._call("POST", f"/_sim/nodes/{node}/gpus/{gpu}/xid", {"code": code})
@@ -206,9 +217,12 @@ class KubernetesBackend(Backend):
         review = self.plane.call(
             "POST",
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-             "spec": {"expirationSeconds": 3 * 3600}},
-        )  # fmt: skip
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3 * 3600},
+            },
+        )
         return review["status"]["token"]
 
     def user_kubeconfig(self, user, groups, path: Path) -> str:
@@ -219,8 +233,12 @@ class KubernetesBackend(Backend):
     def reclaim(self, node, *, grace_seconds=30):
         """What a cloud's interruption handler does: cordon, evict every pod through
         the Eviction API, and the node goes when the notice is over."""
-        self.plane.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}},
-                        content_type="application/merge-patch+json")  # fmt: skip
+        self.plane.call(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"spec": {"unschedulable": True}},
+            content_type="application/merge-patch+json",
+        )
         pods = self.plane.get(f"/api/v1/pods?fieldSelector=spec.nodeName={node}")["items"]
         for pod in pods:
             meta = pod["metadata"]
@@ -228,10 +246,13 @@ class KubernetesBackend(Backend):
                 self.plane.call(
                     "POST",
                     f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
-                    {"apiVersion": "policy/v1", "kind": "Eviction",
-                     "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                     "deleteOptions": {"gracePeriodSeconds": grace_seconds}},
-                )  # fmt: skip
+                    {
+                        "apiVersion": "policy/v1",
+                        "kind": "Eviction",
+                        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                        "deleteOptions": {"gracePeriodSeconds": grace_seconds},
+                    },
+                )
         timer = threading.Timer(grace_seconds, self._delete_node, [node])
         timer.daemon = True
         timer.start()
@@ -242,7 +263,9 @@ class KubernetesBackend(Backend):
             self.plane.call("DELETE", f"/api/v1/nodes/{node}")
 
     def xid(self, node, gpu, code):
-        raise AssertionError("XIDs are injected into kubesim's exporter: mark the test kubesim_only")
+        raise AssertionError(
+            "XIDs are injected into kubesim's exporter: mark the test kubesim_only"
+        )
 
     def expire_watch_history(self):
         """Restart the API server: its watch cache starts afresh at the current
@@ -252,9 +275,10 @@ class KubernetesBackend(Backend):
     def scrape_configs(self, directory) -> str:
         """The real kube-state-metrics, and the DCGM pages (controlplane/dcgm.py) by
         http_sd, without honor_labels, as a DaemonSet is scraped."""
+        targets = f"http://127.0.0.1:{self.plane.dcgm_port}/targets"
         return (
             "  - job_name: dcgm\n"
-            f"    http_sd_configs: [{{url: 'http://127.0.0.1:{self.plane.dcgm_port}/targets', refresh_interval: 1s}}]\n"
+            f"    http_sd_configs: [{{url: '{targets}', refresh_interval: 1s}}]\n"
             "  - job_name: kube-state-metrics\n"
             "    honor_labels: true\n"
             f"    static_configs: [{{targets: ['127.0.0.1:{self.plane.ksm_port}']}}]\n"
@@ -275,9 +299,12 @@ class KubernetesBackend(Backend):
             for pod in self.plane.get(f"/api/v1/namespaces/{name}/pods")["items"]:
                 if pod["metadata"].get("finalizers"):  # a test's own hold on it
                     with contextlib.suppress(urllib.error.HTTPError):
-                        self.plane.call("PATCH", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
-                                        {"metadata": {"finalizers": None}},
-                                        content_type="application/merge-patch+json")  # fmt: skip
+                        self.plane.call(
+                            "PATCH",
+                            f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
+                            {"metadata": {"finalizers": None}},
+                            content_type="application/merge-patch+json",
+                        )
         for kind in ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges"):
             prefix = "/api" if kind.startswith("v1/") else "/apis"
             group, _, plural = kind.rpartition("/")
@@ -308,20 +335,34 @@ class KubernetesBackend(Backend):
                 continue
             meta, spec = current["metadata"], current.get("spec") or {}
             labels = {k: None for k in meta.get("labels") or {}} | node["metadata"]["labels"]
-            annotations = {k: None for k in meta.get("annotations") or {}
-                           if k.startswith(("kwok.x-k8s.io/", "kubesim.io/"))}  # fmt: skip
+            annotations = {
+                k: None
+                for k in meta.get("annotations") or {}
+                if k.startswith(("kwok.x-k8s.io/", "kubesim.io/"))
+            }
             annotations |= node["metadata"]["annotations"]
-            patch = {"metadata": {"labels": labels, "annotations": annotations},
-                     "spec": {"unschedulable": None, "taints": node["spec"].get("taints")}}  # fmt: skip
+            patch = {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {"unschedulable": None, "taints": node["spec"].get("taints")},
+            }
             if (meta.get("labels"), spec.get("taints"), spec.get("unschedulable")) != (
-                node["metadata"]["labels"], node["spec"].get("taints"), None
+                node["metadata"]["labels"],
+                node["spec"].get("taints"),
+                None,
             ) or any(meta.get("annotations", {}).get(k) != v for k, v in annotations.items()):
-                self.plane.call("PATCH", f"/api/v1/nodes/{name}", patch,
-                                content_type="application/merge-patch+json")  # fmt: skip
+                self.plane.call(
+                    "PATCH",
+                    f"/api/v1/nodes/{name}",
+                    patch,
+                    content_type="application/merge-patch+json",
+                )
         wait_for(
             lambda: all(
                 kwok_nodes.is_ready(n)
-                and not any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints") or [])
+                and not any(
+                    t["key"].startswith("node.kubernetes.io/")
+                    for t in n["spec"].get("taints") or []
+                )
                 for n in self.plane.get("/api/v1/nodes")["items"]
             ),
             timeout=90,
@@ -352,21 +393,39 @@ def _request_of(event: dict) -> dict:
             plural = "clusterroles" if role.get("kind") == "ClusterRole" else "roles"
             fields = {"verb": "bind", "resource": plural, "name": role.get("name", "")}
         else:
-            fields = {"verb": "escalate", "resource": ref.get("resource", ""), "name": ref.get("name", "")}
-        entry["forbidden"] = {"api_group": "rbac.authorization.k8s.io", "subresource": "",
-                              "namespace": ref.get("namespace", ""), **fields}  # fmt: skip
+            fields = {
+                "verb": "escalate",
+                "resource": ref.get("resource", ""),
+                "name": ref.get("name", ""),
+            }
+        entry["forbidden"] = {
+            "api_group": "rbac.authorization.k8s.io",
+            "subresource": "",
+            "namespace": ref.get("namespace", ""),
+            **fields,
+        }
     elif entry["status"] == 403 and (checked := REFUSED.search(status.get("message") or "")):
         # Authorized as a patch, then refused a second check in the handler (a
         # server-side apply that creates needs `create`): the message says which.
         resource, _, subresource = checked["resource"].partition("/")
-        entry["forbidden"] = {"verb": checked["verb"], "api_group": checked["group"],
-                              "resource": resource, "subresource": subresource,
-                              "name": ref.get("name", ""), "namespace": checked["namespace"] or ""}  # fmt: skip
+        entry["forbidden"] = {
+            "verb": checked["verb"],
+            "api_group": checked["group"],
+            "resource": resource,
+            "subresource": subresource,
+            "name": ref.get("name", ""),
+            "namespace": checked["namespace"] or "",
+        }
     elif (event.get("annotations") or {}).get("authorization.k8s.io/decision") == "forbid":
         if ref:
-            fields = {"verb": event["verb"], "api_group": ref.get("apiGroup", ""),
-                      "resource": ref.get("resource", ""), "subresource": ref.get("subresource", ""),
-                      "name": ref.get("name", ""), "namespace": ref.get("namespace", "")}  # fmt: skip
+            fields = {
+                "verb": event["verb"],
+                "api_group": ref.get("apiGroup", ""),
+                "resource": ref.get("resource", ""),
+                "subresource": ref.get("subresource", ""),
+                "name": ref.get("name", ""),
+                "namespace": ref.get("namespace", ""),
+            }
         else:
             fields = {"verb": event["verb"], "path": path}
         entry["forbidden"] = fields

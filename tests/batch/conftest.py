@@ -12,10 +12,10 @@ from gpu_requests.models import Membership, Team
 from tests.factories import UserFactory, make_reviewer
 from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
     ROOT,
+    backend,
     cluster,
     demo_flavors,
     eager,
-    backend,
     redis_url,
     workers,
 )

@@ -16,7 +16,6 @@ from billing.models import TeamUsage, WorkloadUsage
 from tests.billing.promserver import require_prometheus, running_prometheus
 from tests.factories import FlavorFactory
 from tests.kubesim.simhelpers import job
-from tests.provisioning.conftest import backend, cluster, portal_rules  # noqa: F401 (fixtures)
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.prometheus
@@ -43,21 +42,36 @@ def metered_cluster(settings, backend, cluster):
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vision"}},
         field_manager="tests",
     )
-    with tempfile.TemporaryDirectory(prefix="billing-live-") as directory:
-        with running_prometheus(directory, scrape=backend.scrape_configs(directory)) as url:
-            settings.PORTAL_PROMETHEUS_URL = url
-            yield
+    with (
+        tempfile.TemporaryDirectory(prefix="billing-live-") as directory,
+        running_prometheus(directory, scrape=backend.scrape_configs(directory)) as url,
+    ):
+        settings.PORTAL_PROMETHEUS_URL = url
+        yield
 
 
 def create_job(cluster, name, annotations, product):
-    body = job(name, 1, annotations, nodeSelector={"nvidia.com/gpu.product": product},
-               tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])  # fmt: skip
-    cluster.call("POST", "/apis/batch/v1/namespaces/vision/jobs",
-                 body={"apiVersion": "batch/v1", "kind": "Job", **body})  # fmt: skip
+    body = job(
+        name,
+        1,
+        annotations,
+        nodeSelector={"nvidia.com/gpu.product": product},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    )
+    cluster.call(
+        "POST",
+        "/apis/batch/v1/namespaces/vision/jobs",
+        body={"apiVersion": "batch/v1", "kind": "Job", **body},
+    )
 
 
 def test_an_idle_job_shows_idle_hours_on_its_report_card(
-    settings, client, alice, vision, backend, cluster  # noqa: F811
+    settings,
+    client,
+    alice,
+    vision,
+    backend,
+    cluster,
 ):
     started = timezone.now()
     with metered_cluster(settings, backend, cluster):
@@ -83,7 +97,7 @@ def test_an_idle_job_shows_idle_hours_on_its_report_card(
 
 
 @pytest.mark.kubesim_only("XIDs are injected into kubesim's GPUs")
-def test_a_pod_killed_by_an_xid_is_credited(settings, vision, backend, cluster):  # noqa: F811
+def test_a_pod_killed_by_an_xid_is_credited(settings, vision, backend, cluster):
     """kubesim fails the pod on the GPU that reported XID 79; the exporter then
     shows the XID on that GPU; the run is credited from its start."""
     started = timezone.now()

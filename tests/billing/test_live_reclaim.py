@@ -10,10 +10,10 @@ from batch import cluster as batch_cluster
 from batch.models import BatchJob
 from billing.models import TeamUsage
 from tests.batch.conftest import (  # noqa: F401 (fixtures)
+    backend,
     cluster,
     demo_flavors,
     eager,
-    backend,
     open_now,
     setup,
 )

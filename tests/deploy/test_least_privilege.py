@@ -37,11 +37,11 @@ from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
 from tests.factories import submit
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
+    backend,
     cluster,
     demo_flavors,
     deployed,
     eager,
-    backend,
 )
 from tests.waiting import wait_for
 

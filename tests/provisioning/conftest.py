@@ -7,13 +7,10 @@ Workers are separate processes, so tests that use them commit their rows
 """
 
 import functools
-import json
 import os
 import signal
-import ssl
 import subprocess
 import sys
-import urllib.request
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -93,14 +90,29 @@ def backend(request, settings, tmp_path, portal_rules):
     try:
         admin = kube.Cluster(kube.load_configuration(cluster_backend.admin_kubeconfig), timeout=10)
         if cluster_backend.name == "kubernetes":
-            admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": meta["namespace"]}},
-                        field_manager="tests")  # fmt: skip
-            admin.call("PATCH", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{meta['name']}",
-                       query={"fieldManager": "tests"}, body=account, content_type=kube.APPLY_PATCH)  # fmt: skip
+            admin.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": meta["namespace"]}},
+                field_manager="tests",
+            )
+            admin.call(
+                "PATCH",
+                f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{meta['name']}",
+                query={"fieldManager": "tests"},
+                body=account,
+                content_type=kube.APPLY_PATCH,
+            )
         rbac = "/apis/rbac.authorization.k8s.io/v1"
-        for plural, obj in (("clusterroles", {**role, "rules": portal_rules}), ("clusterrolebindings", binding)):
-            admin.call("PATCH", f"{rbac}/{plural}/{obj['metadata']['name']}", query={"fieldManager": "tests", "force": "true"},
-                       body=obj, content_type=kube.APPLY_PATCH)  # fmt: skip
+        for plural, obj in (
+            ("clusterroles", {**role, "rules": portal_rules}),
+            ("clusterrolebindings", binding),
+        ):
+            admin.call(
+                "PATCH",
+                f"{rbac}/{plural}/{obj['metadata']['name']}",
+                query={"fieldManager": "tests", "force": "true"},
+                body=obj,
+                content_type=kube.APPLY_PATCH,
+            )
         admin.close()
         token = cluster_backend.service_account_token(meta["namespace"], meta["name"])
         path = cluster_backend.portal_kubeconfig(token, tmp_path / "portal.kubeconfig")

@@ -242,9 +242,20 @@ def test_a_namespace_deleted_outside_the_portal_is_made_again_once_it_has_termin
             "metadata": {"name": "held", "finalizers": ["tests.gpu-portal.io/hold"]},
             "spec": {
                 # What the namespace's PodSecurity level (restricted) asks of a pod.
-                "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{"name": "main", "image": "busybox", "securityContext": {
-                    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}],
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }
+                ],
             },
         },
     )
@@ -271,6 +282,9 @@ def test_a_namespace_deleted_outside_the_portal_is_made_again_once_it_has_termin
     wait_for(made_again, timeout=60, every=lambda: backend.pass_time(30))
     namespace = cluster.get("Namespace", "vision")
     assert namespace["status"]["phase"] == "Active"
-    assert cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"][
-        "requests.nvidia.com/gpu"
-    ] == "4"
+    assert (
+        cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"][
+            "requests.nvidia.com/gpu"
+        ]
+        == "4"
+    )

@@ -7,7 +7,6 @@ text the team page shows, applied with kubectl.
 
 import html
 import re
-import secrets
 import shutil
 import subprocess
 import sys

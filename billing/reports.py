@@ -10,11 +10,13 @@ from django.db.models import Max, Q
 from django.db.models.functions import ExtractDay, ExtractHour
 from django.utils import timezone
 
-from billing import charts, metering, prometheus, queries
+from billing import charts, idle, metering, prometheus, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
+from gpu_requests import formats
 from gpu_requests.models import Flavor, Team
+from provisioning.manifests import namespace_name
 
 CENT = Decimal("0.01")
 TOP_IDLE = 10
@@ -91,10 +93,12 @@ def team_figures(team, month):
     totals = {key: _sum(by_flavor, key) for key in queries.COLUMNS}
     through = metered_through(month)
     budget = Budget.objects.filter(team=team).first()
-    idle = list(
+    # Every workload of the month, by idle cost: the picture's rows, the top
+    # idle list (repeats grouped) and the CSV.
+    workloads = list(
         queries.workload_usage(
             WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
-        )[:TOP_IDLE]
+        )
     )
     return {
         "month": month,
@@ -105,19 +109,30 @@ def team_figures(team, month):
         "daily": list(queries.team_usage(rows, "day")),
         "budget": budget,
         "budget_state": budget_state(totals["cost"], budget and budget.monthly_amount),
-        "top_idle": idle,
-        "activity": workload_activity(team, month, idle[:5]),
+        "workloads": workloads,
+        "groups": idle.group_repeats(workloads),
     }
 
 
-def team_report(team, month):
+def team_report(team, month, view="month", now=None):
     """The team page: its figures, and the geometry of its charts."""
     report = team_figures(team, month)
     for row in report["daily"]:
         row["label"] = f"{row['day']:%d}"
     report["daily_chart"] = charts.stacked_bars(report["daily"], "label")
     report["burn_chart"] = _burn_down(report["daily"], month, report["budget"], report["forecast"])
-    report["utilisation"] = activity_charts(month, report["activity"])
+    ledger = WorkloadUsage.objects.filter(team=team)
+    if view == "24h":
+        namespace = namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+        namespaces = {namespace: (team.slug, team.name)}
+        report["picture"] = idle.recent_picture(
+            namespaces, now or timezone.now(), ledger, idle.label_in_zone("%d %b %H:%M")
+        )
+    else:
+        report["picture"] = idle.month_picture(
+            ledger, month, report["groups"], idle.label_in_zone("%d %b %H:%M")
+        )
+    report["top_idle"] = report["groups"][: idle.TOP_GROUPS]
     return report
 
 
@@ -159,55 +174,9 @@ def _burn_down(daily, month, budget, forecast_total):
             {"label": "Budget", "values": [budget.monthly_amount] * len(days), "dash": "6 4"}
         )
         peak = max(peak, budget.monthly_amount)
-    return charts.line_chart(days, lines, settings.PORTAL_CURRENCY, charts.nice_max(peak))
-
-
-def workload_activity(team, month, workloads):
-    """{(namespace, kind, name): [hourly mean engine activity in % or None]} over
-    the month for each of `workloads` (one query)."""
-    if not workloads:
-        return {}
-    match = Q()
-    for load in workloads:
-        match |= Q(namespace=load["namespace"], kind=load["kind"], name=load["name"])
-    # Day and hour as integers from the database: cheaper to load than datetimes.
-    points = (
-        WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
-        .filter(match)
-        .annotate(day=ExtractDay("hour", tzinfo=UTC), hour_of_day=ExtractHour("hour", tzinfo=UTC))
-        .values_list("namespace", "kind", "name", "day", "hour_of_day", "activity_mean")
+    return charts.line_chart(
+        days, lines, settings.PORTAL_CURRENCY, charts.nice_max(peak), show=formats.money
     )
-    series = {
-        (load["namespace"], load["kind"], load["name"]): [None] * month.hours for load in workloads
-    }
-    for namespace, kind, name, day, hour_of_day, activity in points:
-        if activity is not None:
-            series[(namespace, kind, name)][(day - 1) * 24 + hour_of_day] = round(activity * 100, 1)
-    return series
-
-
-def activity_charts(month, activity):
-    labels = [
-        f"{day:02d}" if hour == 0 else ""
-        for day in range(1, month.hours // 24 + 1)
-        for hour in range(24)
-    ]
-    result = []
-    for (namespace, kind, name), values in activity.items():
-        chart = charts.line_chart(
-            labels, [{"label": f"{kind} {name}", "values": values}], "% active", 100
-        )
-        chart.x_labels = [(x, label) for x, label in chart.x_labels if label]
-        result.append(
-            {
-                "namespace": namespace,
-                "kind": kind,
-                "name": name,
-                "chart": chart,
-                "chart_id": f"util-{len(result)}",
-            }
-        )
-    return result
 
 
 # --- per-workload report card ---

@@ -63,7 +63,8 @@ def overview(request):
 def team_page(request, slug):
     team = _team_for_user(request.user, slug)
     month = _month(request)
-    report = reports.team_report(team, month)
+    view = "24h" if request.GET.get("view") == "24h" else "month"
+    report = reports.team_report(team, month, view)
     table = request.GET.get("export")
     if table == "flavors":
         return _export(
@@ -86,7 +87,7 @@ def team_page(request, slug):
             "idle_cost",
             "cost",
         ]
-        return _export(report["top_idle"], keys, f"{slug}-{month.label}-workloads.csv")
+        return _export(report["workloads"], keys, f"{slug}-{month.label}-workloads.csv")
     can_set_budget = (
         quota_actions.can_review(request.user)
         or team.memberships.filter(user=request.user, role="manager").exists()
@@ -98,6 +99,8 @@ def team_page(request, slug):
             "team": team,
             "report": report,
             "month": month,
+            "view": view,
+            "step": settings.PORTAL_BILLING_STEP,
             "currency": settings.PORTAL_CURRENCY,
             "charge": settings.PORTAL_BILLING_CHARGE,
             "threshold": settings.PORTAL_BILLING_IDLE_THRESHOLD * 100,

@@ -7,7 +7,6 @@ ledger (hourly), over the last 24 hours from Prometheus (per minute). And
 """
 
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -17,7 +16,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from billing import charts, metering, prometheus
-from billing.models import WorkloadUsage
 from billing.rates import RateCard
 
 ROWS = 15  # workloads in the picture; the rest are in the tables and the CSV
@@ -120,7 +118,10 @@ def month_picture(rows, month, groups, label_of, threshold=None):
     hours = month.hours
     for row in result:
         row.runs = charts.heat_runs(
-            row.slots, hours, lambda index: label_of(month.start + timedelta(hours=index)), threshold
+            row.slots,
+            hours,
+            lambda index: label_of(month.start + timedelta(hours=index)),
+            threshold,
         )
     days = hours // 24
     every = 5 if days > 10 else 1
@@ -228,7 +229,9 @@ def recent_picture(teams_by_namespace, now, ledger_rows, label_of, threshold=Non
     )
     for row in ranked[:ROWS]:
         row.runs = charts.heat_runs(row.slots, minutes, label_of_minute, threshold)
-    ticks = _anchored([(m * 100 / minutes, label_of_minute(m)[-5:]) for m in range(0, minutes + 1, 180)])
+    ticks = _anchored(
+        [(m * 100 / minutes, label_of_minute(m)[-5:]) for m in range(0, minutes + 1, 180)]
+    )
     return Picture(ranked[:ROWS], ticks, "minute", "the last 24 hours", len(ranked))
 
 
@@ -261,9 +264,7 @@ def _fold(rows):
 
 def _anchored(ticks):
     """(x %, label, text-anchor): the last label ends at the right edge."""
-    return [
-        (x, label, "end" if x >= 99 else "start" if x <= 1 else "middle") for x, label in ticks
-    ]
+    return [(x, label, "end" if x >= 99 else "start" if x <= 1 else "middle") for x, label in ticks]
 
 
 # --- top idle workloads, repeats grouped ---

@@ -483,7 +483,7 @@ def recent_queries(namespaces, window="24h", step=60):
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod = settings.PORTAL_BILLING_LABEL_POD
     wanted = _quoted(_regex(namespaces))
-    match = f"{ns_label}=~{wanted},{pod}!=\"\""
+    match = f'{ns_label}=~{wanted},{pod}!=""'
     raw = f"[{step * 1000 - 1}ms]"
     return {
         "activity": (

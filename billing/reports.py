@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import Max, Q
-from django.db.models.functions import ExtractDay, ExtractHour
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from billing import charts, idle, metering, prometheus, queries
@@ -82,6 +81,38 @@ def metered_through(month):
     return newest + timedelta(hours=1) if newest else None
 
 
+def resolution(start, end):
+    """In words, the sample steps the hours of [start, end) were metered at (one
+    query): "every minute", or "every 30 minutes until 20 Nov 14:00, every
+    minute since" when a coarser history was loaded first."""
+    spans = list(
+        IngestedHour.objects.filter(
+            status=IngestedHour.Status.DONE, hour__gte=start, hour__lt=end, step__isnull=False
+        )
+        .values("step")
+        .annotate(first=Min("hour"), last=Max("hour"))
+        .order_by("first")
+    )
+    if not spans:
+        return f"every {_step_words(settings.PORTAL_BILLING_STEP)}"
+    parts = []
+    for index, span in enumerate(spans):
+        words = f"every {_step_words(span['step'])}"
+        if index + 1 < len(spans):
+            until = timezone.localtime(span["last"] + timedelta(hours=1))
+            words += f" until {until:%d %b %H:%M}"
+        elif index:
+            words += " since"
+        parts.append(words)
+    return ", ".join(parts)
+
+
+def _step_words(step):
+    if step % 60:
+        return f"{step} seconds"
+    return "minute" if step == 60 else f"{step // 60} minutes"
+
+
 def _sum(rows, key):
     return sum((row[key] for row in rows), Decimal(0))
 
@@ -111,6 +142,7 @@ def team_figures(team, month):
         "budget_state": budget_state(totals["cost"], budget and budget.monthly_amount),
         "workloads": workloads,
         "groups": idle.group_repeats(workloads),
+        "resolution": resolution(month.start, month.end),
     }
 
 

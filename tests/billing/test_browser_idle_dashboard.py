@@ -16,13 +16,13 @@ NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 SIZES = {"phone": (390, 844), "laptop": (1440, 900)}
 
 
-def _fits(page):
-    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+def _fits(tab):
+    return tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_the_team_sees_who_pays_for_idle_gpus(
     transactional_db,
-    page,  # noqa: F811
+    page,
     alice,
     vision,
     nlp,
@@ -47,8 +47,7 @@ def test_the_team_sees_who_pays_for_idle_gpus(
         strip.focus()
         tip = page.locator(".chart-tip")
         assert tip.inner_text() == (
-            "Pod notebook, 01 Nov 09:00–01 Nov 10:00: 2 GPUs, 40 % active, "
-            "0 of 2 GPU-hours idle"
+            "Pod notebook, 01 Nov 09:00–01 Nov 10:00: 2 GPUs, 40 % active, 0 of 2 GPU-hours idle"
         )
         page.keyboard.press("ArrowRight")
         assert "01 Nov 10:00–01 Nov 17:00: 2 GPUs, 1 % active, 14 of 14 GPU-hours idle" in (
@@ -81,16 +80,16 @@ def test_the_page_works_without_javascript(
 ):
     vision_month(vision, nlp, h100, a100)
     context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
-    page = context.new_page()
+    tab = context.new_page()
     with time_machine.travel(NOW, tick=False):
-        page.goto("/accounts/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", "demo")
-        page.click("button:has-text('Log in')")
-        page.goto("/billing/teams/vision/?month=2026-11")
-        page.click("#idle-picture summary")
-        assert "idle, 1.0 %" in page.locator("#idle-picture table").inner_text()
+        tab.goto("/accounts/login/")
+        tab.fill("#id_username", "alice")
+        tab.fill("#id_password", "demo")
+        tab.click("button:has-text('Log in')")
+        tab.goto("/billing/teams/vision/?month=2026-11")
+        tab.click("#idle-picture summary")
+        assert "idle, 1.0 %" in tab.locator("#idle-picture table").inner_text()
         # Each run keeps its title: the browser's own tooltip.
-        titles = page.locator("#idle-picture svg.heat-strip rect title").all_text_contents()
+        titles = tab.locator("#idle-picture svg.heat-strip rect title").all_text_contents()
         assert titles[0].startswith("01 Nov 09:00–01 Nov 10:00")
     context.close()

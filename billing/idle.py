@@ -114,7 +114,7 @@ def month_picture(rows, month, groups, label_of, threshold=None):
             index = int((hour - month.start).total_seconds() // 3600)
             row = by_key.get((namespace, kind, name, slug))
             if row is not None:  # a member of another team's group of the same name
-                _add_slot(row.slots, index, charts.Slot(*figures))
+                add_slot(row.slots, index, charts.Slot(*figures))
     hours = month.hours
     for row in result:
         row.runs = charts.heat_runs(
@@ -125,13 +125,13 @@ def month_picture(rows, month, groups, label_of, threshold=None):
         )
     days = hours // 24
     every = 5 if days > 10 else 1
-    ticks = _anchored(
+    ticks = anchored(
         [((day * 24) * 100 / hours, f"{day + 1}") for day in range(days) if day % every == 0]
     )
     return Picture(result, ticks, "hour", f"days of {month.start:%B %Y} (UTC)", len(groups))
 
 
-def _add_slot(slots, index, slot):
+def add_slot(slots, index, slot):
     """Fold `slot` into slots[index]: GPUs and seconds add, activity is weighted."""
     held = slots.get(index)
     if held is None:
@@ -229,7 +229,7 @@ def recent_picture(teams_by_namespace, now, ledger_rows, label_of, threshold=Non
     )
     for row in ranked[:ROWS]:
         row.runs = charts.heat_runs(row.slots, minutes, label_of_minute, threshold)
-    ticks = _anchored(
+    ticks = anchored(
         [(m * 100 / minutes, label_of_minute(m)[-5:]) for m in range(0, minutes + 1, 180)]
     )
     return Picture(ranked[:ROWS], ticks, "minute", "the last 24 hours", len(ranked))
@@ -258,11 +258,11 @@ def _fold(rows):
         if into.idle_cost is not None and row.idle_cost is not None:
             into.idle_cost += row.idle_cost
         for index, slot in row.slots.items():
-            _add_slot(into.slots, index, slot)
+            add_slot(into.slots, index, slot)
     return list(folded.values())
 
 
-def _anchored(ticks):
+def anchored(ticks):
     """(x %, label, text-anchor): the last label ends at the right edge."""
     return [(x, label, "end" if x >= 99 else "start" if x <= 1 else "middle") for x, label in ticks]
 

@@ -14,6 +14,7 @@ from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
 from gpu_requests import formats
+from gpu_requests.formats import with_article
 from gpu_requests.models import Flavor, Team
 from provisioning.manifests import namespace_name
 
@@ -225,16 +226,26 @@ def workload_card(team, namespace, kind, name):
     if not by_flavor:
         return None
     # One row per hour of the workload's life (at most a few thousand).
-    lives = list(rows.values_list("hour", "activity_histogram", "activity_mean"))
-    histogram = merge_histograms(bands for _, bands, _ in lives)
+    lives = list(
+        rows.values_list(
+            "hour",
+            "activity_histogram",
+            "activity_mean",
+            "gpus",
+            "active_seconds",
+            "idle_seconds",
+            "unmetered_seconds",
+        )
+    )
+    histogram = merge_histograms(life[1] for life in lives)
     activity_total = samples = 0.0
-    for _, bands, mean in lives:
+    for _, bands, mean, *_ in lives:
         count = sum((bands or {}).values())
         if mean is not None:
             activity_total += mean * count
             samples += count
-    first = min(hour for hour, _, _ in lives)
-    last = max(hour for hour, _, _ in lives)
+    first = min(life[0] for life in lives)
+    last = max(life[0] for life in lives)
     card = {
         "namespace": namespace,
         "kind": kind,
@@ -250,7 +261,60 @@ def workload_card(team, namespace, kind, name):
         "gpu_hours": sum((r["allocated_gpu_hours"] for r in by_flavor), Decimal(0)),
     }
     card["hint"] = right_sizing(card, RateCard(), timezone.now())
+    card["verdict"] = verdict(card)
+    card["run"] = _whole_run(card, lives)
     return card
+
+
+def verdict(card):
+    """What the card concludes, from its own figures: never "used what it held"
+    while a tenth or more of the GPU time was idle."""
+    held = sum((r["allocated_gpu_hours"] for r in card["by_flavor"]), Decimal(0))
+    idle_hours = sum((r["idle_gpu_hours"] for r in card["by_flavor"]), Decimal(0))
+    share = idle_hours / held * 100 if held else Decimal(0)
+    if share >= 10:
+        return (
+            f"Idle {formats.gpu_hours(idle_hours)} of its {formats.gpu_hours(held)} GPU-hours "
+            f"({share:.0f} %): {formats.money(card['idle_cost'])} paid for GPUs doing nothing."
+        )
+    if card["hint"]:
+        return "Busy while it ran, but on a bigger shape than it needed."
+    return "Used what it held: busy while it ran, and no cheaper shape would have done."
+
+
+def _whole_run(card, lives):
+    """The workload's whole life as one heat strip, hour by hour from the ledger."""
+    first = card["first"]
+    count = int((card["last"] - first).total_seconds() // 3600)
+    slots = {}
+    for hour, _, mean, gpus, active, idle_seconds, unmetered in lives:
+        index = int((hour - first).total_seconds() // 3600)
+        idle.add_slot(slots, index, charts.Slot(gpus, active, idle_seconds, unmetered, mean))
+    row = idle.Row(
+        card["namespace"],
+        card["kind"],
+        card["name"],
+        ", ".join(r["flavor__name"] for r in card["by_flavor"]),
+        gpus=max(r["gpus"] or 0 for r in card["by_flavor"]),
+        held_gpu_hours=card["gpu_hours"],
+        idle_gpu_hours=sum((r["idle_gpu_hours"] for r in card["by_flavor"]), Decimal(0)),
+        idle_cost=card["idle_cost"],
+        in_ledger=False,  # no link: this is its card
+    )
+    label_of = idle.label_in_zone("%d %b %H:%M")
+    row.runs = charts.heat_runs(
+        slots,
+        count,
+        lambda index: label_of(first + timedelta(hours=index)),
+        settings.PORTAL_BILLING_IDLE_THRESHOLD,
+    )
+    days = max(count // 24, 1)
+    every = max(1, -(-days // 8))
+    ticks = [
+        (index * 100 / count, label_of(first + timedelta(hours=index))[:6])
+        for index in range(0, count, 24 * every)
+    ]
+    return idle.Picture([row], idle.anchored(ticks), "hour", "the whole run, from the ledger", 1)
 
 
 def recent_chart(namespace, kind, name, now):
@@ -278,30 +342,39 @@ def recent_chart(namespace, kind, name, now):
 
 
 def right_sizing(card, rate_card, now):
-    """The cheapest MIG slice that would have held the workload, and the saving.
+    """The smallest MIG slice that would have held the workload, and the saving.
 
     It fits when its memory holds the peak framebuffer with 10 % headroom and
-    its share of the GPU (slices of 7) covers the p95 engine activity measured
-    on the whole GPU. Otherwise, an idle-time hint when most of the time was idle.
+    its share of the GPU (slices of 7) covers the mean engine activity
+    measured on the whole GPU (the work done); busy spells above its share
+    (the p95) would have run slower, and the hint says so. Otherwise, an
+    idle-time hint when a tenth or more of the time was idle.
     """
     main = max(card["by_flavor"], key=lambda r: r["allocated_gpu_hours"])
     flavor = rate_card.flavors[main["flavor_id"]]
     hours = main["allocated_gpu_hours"]
-    if flavor.sharing == Flavor.Sharing.WHOLE and card["fb_peak_mib"] and card["p95"] is not None:
+    currency = settings.PORTAL_CURRENCY
+    mean = card["mean"]
+    if flavor.sharing == Flavor.Sharing.WHOLE and card["fb_peak_mib"] and mean is not None:
         candidates = []
         for other in rate_card.flavors.values():
-            match = _mig_shape(other)
-            if match is None or not other.is_active:
+            shape = _mig_shape(other)
+            if shape is None or not other.is_active:
                 continue
-            slices, memory_gb = match
-            fits_memory = memory_gb * 1024 >= card["fb_peak_mib"] * 1.1
-            if fits_memory and slices / 7 >= card["p95"]:
-                candidates.append((rate_card.price(other.pk, now), other))
+            slices, memory_gb = shape
+            if memory_gb * 1024 >= card["fb_peak_mib"] * 1.1 and slices / 7 >= mean:
+                candidates.append((shape, rate_card.price(other.pk, now), other))
         if candidates:
-            price, best = min(candidates, key=lambda c: (c[0], c[1].name))
+            (slices, _), price, best = min(candidates, key=lambda c: (c[0], c[1], c[2].name))
             would_cost = (price * hours).quantize(CENT, ROUND_HALF_UP)
             cost = Decimal(main["cost"]).quantize(CENT, ROUND_HALF_UP)
             if would_cost < cost:
+                slower = ""
+                if card["p95"] is not None and card["p95"] > slices / 7:
+                    slower = (
+                        f" (its busiest minutes, p95 {card['p95'] * 100:.0f} %, "
+                        "would run slower there)"
+                    )
                 return {
                     "kind": "mig",
                     "flavor": best,
@@ -310,21 +383,21 @@ def right_sizing(card, rate_card, now):
                     "saving": cost - would_cost,
                     "text": (
                         f"peak {card['fb_peak_mib'] / 1024:.0f} GB of {flavor.memory_gb} GB and "
-                        f"{(card['mean'] or 0) * 100:.0f} % activity: a {best.name} slice "
-                        f"would have cost {would_cost} {settings.PORTAL_CURRENCY} "
-                        f"instead of {cost} {settings.PORTAL_CURRENCY}"
+                        f"{mean * 100:.0f} % mean activity on {with_article(flavor.name)}: "
+                        f"{with_article(best.name)} slice would have held it{slower}, for "
+                        f"{would_cost} {currency} instead of {cost} {currency}"
                     ),
                 }
-    idle = Decimal(main["idle_gpu_hours"])
-    if hours and idle / hours >= Decimal("0.5"):
+    idle_hours = Decimal(main["idle_gpu_hours"])
+    if hours and idle_hours / hours >= Decimal("0.1"):
         saving = Decimal(card["idle_cost"]).quantize(CENT, ROUND_HALF_UP)
         return {
             "kind": "idle",
             "saving": saving,
             "text": (
-                f"idle {idle / hours * 100:.0f} % of its GPU time: {saving} "
-                f"{settings.PORTAL_CURRENCY} paid for GPUs doing nothing. Release them when "
-                "the work pauses (or run it as a batch job)."
+                f"idle {idle_hours / hours * 100:.0f} % of its GPU time: {saving} "
+                f"{currency} paid for GPUs doing nothing. Release them when "
+                "the work pauses (or run it as a batch job)"
             ),
         }
     return None

@@ -22,7 +22,7 @@ def _fits(tab):
 
 def test_the_team_sees_who_pays_for_idle_gpus(
     transactional_db,
-    page,
+    page,  # noqa: F811
     alice,
     vision,
     nlp,

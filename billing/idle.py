@@ -65,6 +65,7 @@ class Picture:
     span: str  # what the axis covers, in words
     total: int  # workloads that held GPUs in the span (rows shows the first ROWS)
     error: str = ""
+    rows_caption: str = "Rows: workloads, most idle cost first."
 
     @property
     def bands(self):

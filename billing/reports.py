@@ -1,12 +1,14 @@
 """What the showback pages and the CSV exports show, in a fixed number of queries."""
 
 import calendar
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db.models import Max, Min
+from django.db.models.functions import TruncDay
 from django.utils import timezone
 
 from billing import charts, idle, metering, prometheus, queries
@@ -309,7 +311,7 @@ def _whole_run(card, lives):
         settings.PORTAL_BILLING_IDLE_THRESHOLD,
     )
     days = max(count // 24, 1)
-    every = max(1, -(-days // 8))
+    every = max(1, -(-days // 4))  # four labels at most: they fit a phone
     ticks = [
         (index * 100 / count, label_of(first + timedelta(hours=index))[:6])
         for index in range(0, count, 24 * every)
@@ -460,6 +462,37 @@ def admin_teams(month, sort="spend", descending=True):
         .values("id", "slug", "name")
         .annotate(**queries.team_figures(prefix="usage__"), budget=Max("budget__monthly_amount"))
         .order_by(order, "name")
+    )
+
+
+def idle_trends(month):
+    """{team id: sparkline of its idle cost per day} over the month (one query)."""
+    days = [month.start + timedelta(days=d) for d in range(month.hours // 24)]
+    costs = defaultdict(dict)
+    rows = (
+        TeamUsage.objects.filter(hour__gte=month.start, hour__lt=month.end)
+        .annotate(day=TruncDay("hour", tzinfo=UTC))
+        .values("team_id", "day")
+        .annotate(idle_cost=queries.cost_of("idle_seconds"))
+        .order_by()
+    )
+    for row in rows:
+        costs[row["team_id"]][row["day"]] = row["idle_cost"]
+    labels = [f"{day:%d %b}" for day in days]
+    return {
+        team_id: charts.sparkline([by_day.get(day, Decimal(0)) for day in days], labels, "money")
+        for team_id, by_day in costs.items()
+    }
+
+
+def cluster_picture(month):
+    """Every team's workloads as one picture, most idle cost first (two queries)."""
+    ledger = WorkloadUsage.objects.all()
+    workloads = queries.workload_usage(
+        ledger.filter(hour__gte=month.start, hour__lt=month.end), extra=("team__slug", "team__name")
+    )
+    return idle.month_picture(
+        ledger, month, idle.group_repeats(workloads), idle.label_in_zone("%d %b %H:%M")
     )
 
 

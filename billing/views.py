@@ -157,9 +157,10 @@ def admin_page(request):
     if not quota_actions.can_review(request.user):
         raise PermissionDenied("Only platform admins see every team's spend.")
     month = _month(request)
-    sort = request.GET.get("sort", "spend")
+    # Who pays for idle GPUs first, unless asked otherwise.
+    sort = request.GET.get("sort", "idle_cost")
     if sort not in reports.TEAM_SORTS:
-        sort = "spend"
+        sort = "idle_cost"
     descending = request.GET.get("dir", "desc") != "asc"
     teams = reports.admin_teams(month, sort, descending)
     totals = reports.queries.cluster_totals(month.start, month.end)
@@ -184,8 +185,10 @@ def admin_page(request):
     if table == "pending":
         rows = [(h.hour.isoformat(), h.attempts, h.last_error) for h in pending]
         return _csv("pending-hours.csv", ["hour", "attempts", "last_error"], rows)
+    trends = reports.idle_trends(month)
     for row in teams:
         row["budget_state"] = reports.budget_state(row["cost"], row["budget"])
+        row["trend"] = trends.get(row["id"])
     return render(
         request,
         "billing/admin.html",
@@ -196,6 +199,8 @@ def admin_page(request):
             "descending": descending,
             "totals": totals,
             "utilisation": utilisation,
+            "picture": reports.cluster_picture(month),
+            "resolution": reports.resolution(month.start, month.end),
             "pending": pending,
             "pending_count": pending_count,
             "metering": _metering_status(),
@@ -207,6 +212,7 @@ def admin_page(request):
                 ("active", "Active GPU-h"),
                 ("idle", "Idle GPU-h"),
                 ("idle_cost", "Idle cost"),
+                ("trend", "Idle cost per day"),
                 ("reserved_unallocated", "Reserved, unallocated GPU-h"),
                 ("credit", "Credit (lost GPU time)"),
                 ("budget", "Budget"),

@@ -20,7 +20,7 @@
 
   function hide() { tip.hidden = true; }
 
-  document.querySelectorAll("figure.chart > svg, svg.heat-strip").forEach(function (svg) {
+  document.querySelectorAll("figure.chart > svg, svg.heat-strip, svg.spark").forEach(function (svg) {
     var targets = Array.prototype.slice.call(svg.querySelectorAll("[data-tip]"));
     if (!targets.length) return;
     var current = -1;

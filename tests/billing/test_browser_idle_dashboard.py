@@ -93,3 +93,35 @@ def test_the_page_works_without_javascript(
         titles = tab.locator("#idle-picture svg.heat-strip rect title").all_text_contents()
         assert titles[0].startswith("01 Nov 09:00–01 Nov 10:00")
     context.close()
+
+
+def test_the_admin_sees_every_team_and_a_report_card_its_whole_run(
+    transactional_db,
+    page,  # noqa: F811
+    admin_user,
+    alice,
+    vision,
+    nlp,
+    h100,
+    a100,
+):
+    vision_month(vision, nlp, h100, a100)
+    with time_machine.travel(NOW, tick=False):
+        log_in(page, "admin")
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            for size, (width, height) in SIZES.items():
+                page.set_viewport_size({"width": width, "height": height})
+                page.goto("/billing/admin/?month=2026-11")
+                assert _fits(page), f"the admin page scrolls sideways at {width} px"
+                shot(page, f"idle_admin_{size}_{scheme}")
+                page.goto("/billing/teams/vision/workloads/vision/Pod/notebook/")
+                assert _fits(page), f"the report card scrolls sideways at {width} px"
+                shot(page, f"idle_card_{size}_{scheme}")
+        page.goto("/billing/admin/?month=2026-11")
+        # The trend's points say their values on focus.
+        page.locator("#teams svg.spark").first.focus()
+        assert page.locator(".chart-tip").inner_text() == "Vision, 01 Nov: 35.00 USD idle"
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")
+        assert page.locator(".chart-tip").inner_text() == "Vision, 03 Nov: 251.00 USD idle"

@@ -2,13 +2,16 @@
 for 3 minutes at the production step, a job released inside the hour is
 metered, and the team page's last 24 hours are drawn per minute."""
 
+import io
+import json
 import tempfile
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.core.management import call_command
 
-from billing import actions
+from billing import actions, prometheus
 from billing.models import IngestedHour, WorkloadUsage
 from tests.billing import history
 from tests.billing.history import H10, NODES, Device, Pod, at, constant
@@ -122,3 +125,34 @@ def test_history_loaded_coarser_keeps_its_step_and_the_page_says_so(
         "Figures per hour, from samples every 30 minutes until 02 Nov 11:00, every minute since"
         in page
     )
+
+
+def test_the_grafana_dashboard_is_the_portals_promql_and_answers(settings, prometheus_url):
+    """deploy/grafana/gpu-idle.json is what `grafana_dashboard` writes, and its
+    panels, with their variables filled in, answer from the same history."""
+    committed = json.loads((settings.BASE_DIR / "deploy/grafana/gpu-idle.json").read_text())
+    out = io.StringIO()
+    call_command("grafana_dashboard", stdout=out)
+    assert json.loads(out.getvalue()) == committed
+    variables = {
+        "${namespace_label}": "namespace",
+        "${pod_label}": "pod",
+        "${namespace:regex}": "vision",
+        "$idle_threshold": "0.05",
+        "$__range": "4h",
+        "$price_per_gpu_hour": "2.5",
+    }
+    answers = {}
+    for panel in committed["panels"]:
+        expr = panel["targets"][0]["expr"]
+        for name, value in variables.items():
+            expr = expr.replace(name, value)
+        answers[panel["title"]] = prometheus.query(expr, at=at(12, 0), base_url=prometheus_url)
+    idle_hours = {
+        s.labels["pod"]: s.points[0][1] for s in answers["Idle GPU-hours over the range, by pod"]
+    }
+    # The notebook idled from 10:10 to 12:00; the busy jobs not at all.
+    assert idle_hours["notebook"] == pytest.approx(110 / 60, abs=0.02)
+    assert idle_hours["quick-x7k2p"] == 0
+    cost = {s.labels["pod"]: s.points[0][1] for s in answers["Idle cost over the range, by pod"]}
+    assert cost["notebook"] == pytest.approx(110 / 60 * 2.5, abs=0.05)

@@ -168,12 +168,13 @@ def _row(group):
     )
 
 
-def recent_picture(teams_by_namespace, now, ledger_rows, label_of, threshold=None):
+def recent_picture(teams_by_namespace, now, ledger_rows, label_of, threshold=None, only=None):
     """The last 24 hours per minute from Prometheus (two queries), for the
     namespaces of `teams_by_namespace` ({namespace: (slug, name)}). Each pod's
     shape and price come from the ledger (`ledger_rows`, WorkloadUsage of the
     same teams, one query); a workload too new for the ledger is named by the
-    exporter's model label and its idle cost is left out."""
+    exporter's model label and its idle cost is left out. `only`, a
+    (namespace, kind, name), keeps that workload's row alone (a report card)."""
     threshold = threshold if threshold is not None else settings.PORTAL_BILLING_IDLE_THRESHOLD
     start = now - timedelta(hours=24)
     try:
@@ -193,12 +194,21 @@ def recent_picture(teams_by_namespace, now, ledger_rows, label_of, threshold=Non
     minutes = 24 * 60
     for pod in pods:
         key = (pod.namespace, pod.kind, pod.name)
+        if only is not None and key != only:
+            continue
         flavor_id, shape = known.get(key, (None, pod.model))
         row = rows.get(key)
         if row is None:
             slug, team_name = teams_by_namespace.get(pod.namespace, ("", ""))
             row = rows[key] = Row(
-                pod.namespace, pod.kind, pod.name, shape, slug, team_name, in_ledger=bool(flavor_id)
+                pod.namespace,
+                pod.kind,
+                pod.name,
+                shape,
+                slug,
+                team_name,
+                in_ledger=bool(flavor_id),
+                link_name=pod.name,
             )
             row.price = card.price(flavor_id, now) if flavor_id else None
         for timestamp, readings in pod.minutes.items():
@@ -225,7 +235,7 @@ def recent_picture(teams_by_namespace, now, ledger_rows, label_of, threshold=Non
         return label_of(start + timedelta(minutes=index))
 
     ranked = sorted(
-        _fold(rows.values()),
+        rows.values() if only is not None else _fold(rows.values()),
         key=lambda r: (-(r.idle_cost or 0), -r.idle_gpu_hours, r.namespace, r.kind, r.name),
     )
     for row in ranked[:ROWS]:

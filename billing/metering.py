@@ -446,26 +446,6 @@ def _quoted(value):
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def recent_activity(namespace, kind, name, end, hours=24, step=60):
-    """[(unix seconds, mean engine activity 0-1)] per minute over the last `hours`
-    of one workload's pods, straight from Prometheus (one range query).
-
-    A Job's (or ReplicaSet's) pods are named `<owner>-<5 characters>`.
-    """
-    ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
-    pod_label = settings.PORTAL_BILLING_LABEL_POD
-    pods = re.escape(name) if kind == "Pod" else re.escape(name) + "-[a-z0-9]{5}"
-    match = f"{ns_label}={_quoted(namespace)},{pod_label}=~{_quoted(pods)}"
-    window = f"{step * 1000 - 1}ms"
-    promql = (
-        f"avg(last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{match}}}[{window}])"
-        f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{match},GPU_I_PROFILE=""}}[{window}]) / 100)'
-    )
-    start = end - timedelta(hours=hours)
-    series = prometheus.query_range(promql, start, end, step)
-    return series[0].points if series else []
-
-
 @dataclass
 class RecentPod:
     namespace: str

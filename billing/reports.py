@@ -11,7 +11,7 @@ from django.db.models import Max, Min
 from django.db.models.functions import TruncDay
 from django.utils import timezone
 
-from billing import charts, idle, metering, prometheus, queries
+from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
@@ -319,28 +319,20 @@ def _whole_run(card, lives):
     return idle.Picture([row], idle.anchored(ticks), "hour", "the whole run, from the ledger", 1)
 
 
-def recent_chart(namespace, kind, name, now):
-    """The last 24 hours per minute from Prometheus: (chart, None) or (None, error)."""
-    try:
-        points = metering.recent_activity(namespace, kind, name, now)
-    except prometheus.PrometheusError as exc:
-        return None, str(exc)
-    if not points:
-        return None, "No samples for this workload in the last 24 hours."
-    start = now - timedelta(hours=24)
-    values = [None] * (24 * 60 + 1)
-    for timestamp, value in points:
-        values[int((timestamp - start.timestamp()) // 60)] = round(value * 100, 1)
-    # Hours of the day in the viewer's zone (the chart's title names it).
-    labels = [
-        f"{timezone.localtime(start + timedelta(minutes=m)):%H:%M}" if m % 180 == 0 else ""
-        for m in range(len(values))
-    ]
-    chart = charts.line_chart(
-        labels, [{"label": "Engine activity", "values": values}], "% active", 100
+def recent_strip(team, namespace, kind, name, now):
+    """The workload's last 24 hours per minute from Prometheus, as one strip
+    (two queries to Prometheus, one to the ledger for its shape)."""
+    picture = idle.recent_picture(
+        {namespace: (team.slug, team.name)},
+        now,
+        WorkloadUsage.objects.filter(team=team),
+        idle.label_in_zone("%d %b %H:%M"),
+        only=(namespace, kind, name),
     )
-    chart.x_labels = [(x, label) for x, label in chart.x_labels if label]
-    return chart, None
+    picture.rows_caption = ""
+    for row in picture.rows:
+        row.in_ledger = False  # no link: this is its card
+    return picture
 
 
 def right_sizing(card, rate_card, now):

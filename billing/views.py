@@ -138,15 +138,13 @@ def workload_page(request, slug, namespace, kind, name):
     card = reports.workload_card(team, namespace, kind, name)
     if card is None:
         raise Http404("No metered usage for this workload.")
-    recent, recent_error = reports.recent_chart(namespace, kind, name, timezone.now())
     return render(
         request,
         "billing/workload.html",
         {
             "team": team,
             "card": card,
-            "recent": recent,
-            "recent_error": recent_error,
+            "recent": reports.recent_strip(team, namespace, kind, name, timezone.now()),
             "currency": settings.PORTAL_CURRENCY,
         },
     )

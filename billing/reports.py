@@ -316,7 +316,7 @@ def _whole_run(card, lives):
         (index * 100 / count, label_of(first + timedelta(hours=index))[:6])
         for index in range(0, count, 24 * every)
     ]
-    return idle.Picture([row], idle.anchored(ticks), "hour", "the whole run, from the ledger", 1)
+    return idle.Picture([row], idle.anchored(ticks), "hour", "the whole run", 1, rows_caption="")
 
 
 def recent_strip(team, namespace, kind, name, now):

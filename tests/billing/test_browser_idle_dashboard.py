@@ -39,6 +39,8 @@ def test_the_team_sees_who_pays_for_idle_gpus(
                 page.goto("/billing/teams/vision/?month=2026-11")
                 assert _fits(page), f"the page scrolls sideways at {width} px"
                 shot(page, f"idle_team_{size}_{scheme}")
+                if (size, scheme) == ("laptop", "light"):  # the README's picture
+                    page.locator("#utilisation").screenshot(path="/tmp/shots/idle_dashboard.png")
         labels = page.locator("#idle-picture .heat-label a").all_inner_texts()
         assert labels == ["Pod notebook", "18 jobs sweep-0 … sweep-17", "Job train"]
 

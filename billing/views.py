@@ -160,6 +160,7 @@ def admin_page(request):
     if sort not in reports.TEAM_SORTS:
         sort = "idle_cost"
     descending = request.GET.get("dir", "desc") != "asc"
+    view = "24h" if request.GET.get("view") == "24h" else "month"
     teams = reports.admin_teams(month, sort, descending)
     totals = reports.queries.cluster_totals(month.start, month.end)
     utilisation = reports.utilisation_charts(month)
@@ -197,7 +198,8 @@ def admin_page(request):
             "descending": descending,
             "totals": totals,
             "utilisation": utilisation,
-            "picture": reports.cluster_picture(month),
+            "picture": reports.cluster_picture(month, view),
+            "view": view,
             "resolution": reports.resolution(month.start, month.end),
             "pending": pending,
             "pending_count": pending_count,

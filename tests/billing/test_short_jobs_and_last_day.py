@@ -156,3 +156,13 @@ def test_the_grafana_dashboard_is_the_portals_promql_and_answers(settings, prome
     assert idle_hours["quick-x7k2p"] == 0
     cost = {s.labels["pod"]: s.points[0][1] for s in answers["Idle cost over the range, by pod"]}
     assert cost["notebook"] == pytest.approx(110 / 60 * 2.5, abs=0.05)
+
+
+def test_admins_see_every_teams_last_24_hours(metered, client, admin_user, nlp):
+    client.force_login(admin_user)
+    with time_machine.travel(at(12, 30), tick=False):
+        page = client.get("/billing/admin/?view=24h").content.decode()
+    picture = page[page.index('id="cluster-picture"') : page.index('id="teams"')]
+    assert "one cell per minute (Prometheus)" in picture
+    assert picture.index("Pod notebook") < picture.index("Job quick")
+    assert '<span class="muted">Vision</span>' in picture

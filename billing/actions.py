@@ -199,6 +199,14 @@ def _digest(*row_lists):
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
 
+def step_for(hour):
+    """The sample step of `hour`: the history's before PORTAL_BILLING_HISTORY_END."""
+    end = settings.PORTAL_BILLING_HISTORY_END
+    if settings.PORTAL_BILLING_HISTORY_STEP and end and hour < end:
+        return settings.PORTAL_BILLING_HISTORY_STEP
+    return settings.PORTAL_BILLING_STEP
+
+
 def ingest_hour(hour, *, now=None):
     """Meter one hour into the ledger. Returns True if rows changed.
 
@@ -211,8 +219,9 @@ def ingest_hour(hour, *, now=None):
     now = now or timezone.now()
     IngestedHour.objects.get_or_create(hour=hour)
     flavors = list(Flavor.objects.all())
+    step = step_for(hour)
     try:
-        answers = metering.fetch_hour(hour, flavors)
+        answers = metering.fetch_hour(hour, flavors, step)
     except prometheus.PrometheusError as exc:
         IngestedHour.objects.filter(hour=hour, status=IngestedHour.Status.PENDING).update(
             last_error=str(exc)[:2000], last_attempt_at=now
@@ -223,19 +232,19 @@ def ingest_hour(hour, *, now=None):
         answers,
         flavors,
         teams_by_namespace(),
-        settings.PORTAL_BILLING_STEP,
+        step,
         settings.PORTAL_BILLING_IDLE_THRESHOLD,
         hour=hour,
         reclaimed=batchwindows.reclaimed_pods(hour),
     )
-    return write_hour(hour, measured, flavors, now=now)
+    return write_hour(hour, measured, flavors, now=now, step=step)
 
 
 def _plus_one():
     return F("attempts") + 1
 
 
-def write_hour(hour, measured, flavors, *, now=None):
+def write_hour(hour, measured, flavors, *, now=None, step=None):
     now = now or timezone.now()
     rows = _rows(hour, measured, flavors, RateCard())
     digest = _digest(*rows)
@@ -257,6 +266,7 @@ def write_hour(hour, measured, flavors, *, now=None):
             last_attempt_at=now,
             attempts=_plus_one(),
             ingested_at=now if changed else state.ingested_at,
+            step=step or settings.PORTAL_BILLING_STEP,
         )
         if changed:
             check_budgets(hour)

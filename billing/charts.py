@@ -49,7 +49,10 @@ class Chart:
     bars: list = field(default_factory=list)  # [{x, y, width, height, pattern, colour, title}]
     lines: list = field(default_factory=list)  # [{points, label, dash}]
     legend: list = field(default_factory=list)  # [{label, swatch, colour} or {label, dash}]
+    points: list = field(default_factory=list)  # [{x, y, title}]: hover and focus targets
+    table: dict = field(default_factory=dict)  # {head, rows}: the figures as text
     unit: str = ""
+    x_name: str = ""
 
     @property
     def bottom(self):
@@ -67,13 +70,21 @@ def _every(count, wanted=10):
     return max(1, -(-count // wanted))
 
 
-def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours"):
+def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name="Day"):
     """A stacked bar per row (e.g. per day), one segment per series."""
     chart = Chart(
         legend=[
             {"label": label, "swatch": pattern, "colour": colour}
             for _, label, pattern, colour in series
-        ]
+        ],
+        x_name=x_name,
+        table=_table(
+            [x_name, *(f"{label} ({unit})" for _, label, _, _ in series)],
+            [
+                [str(row[label_key]), *(formats.gpu_hours(row.get(key) or 0) for key, *_ in series)]
+                for row in rows
+            ],
+        ),
     )
     totals = [sum(float(row.get(key) or 0) for key, *_ in series) for row in rows]
     maximum = nice_max(max(totals, default=0))
@@ -109,9 +120,24 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours"):
     return chart
 
 
-def line_chart(labels, lines, unit, maximum=None):
-    """One polyline per entry of `lines`: {"label", "values", "dash"}."""
-    chart = Chart(legend=[{"label": line["label"], "dash": line.get("dash", "")} for line in lines])
+def line_chart(labels, lines, unit, maximum=None, x_name="Day", show=None):
+    """One polyline per entry of `lines`: {"label", "values", "dash"}; a point
+    with its exact value (hover, focus) at each of up to 100 labels. `show`
+    formats a value for titles and the table (default: as GPU-hours)."""
+    show = show or (lambda value: f"{formats.gpu_hours(value)} {unit}")
+    chart = Chart(
+        legend=[{"label": line["label"], "dash": line.get("dash", "")} for line in lines],
+        x_name=x_name,
+        table=_table(
+            [x_name, *(line["label"] for line in lines)],
+            [
+                [str(label), *("" if v[i] is None else show(v[i]) for v in values)]
+                for values in [[line["values"] for line in lines]]
+                for i, label in enumerate(labels)
+                if any(v[i] is not None for v in values)
+            ],
+        ),
+    )
     peak = max((float(v) for line in lines for v in line["values"] if v is not None), default=0)
     maximum = maximum or nice_max(peak)
     chart.set_y_axis(maximum, unit)
@@ -132,4 +158,113 @@ def line_chart(labels, lines, unit, maximum=None):
         chart.lines.append(
             {"points": " ".join(points), "label": line["label"], "dash": line.get("dash", "")}
         )
+        if count > 100:
+            continue
+        for i, value in enumerate(line["values"]):
+            if value is not None:
+                chart.points.append(
+                    {
+                        "x": chart.left + slot * i,
+                        "y": chart.y_of(min(float(value), maximum), maximum),
+                        "title": f"{x_name} {labels[i]}: {line['label']} {show(value)}",
+                    }
+                )
     return chart
+
+
+def _table(head, rows):
+    """The figures a chart draws, as rows of text for the table beside it."""
+    return {"head": head, "rows": rows}
+
+
+# --- heat strips: a row per workload, time across, colour by engine activity ---
+
+# band -> (label, pattern id, colour). Idle and unmetered have patterns of their
+# own, the active bands darken with activity: readable in greyscale and never
+# the colour of "not running" (nothing is drawn where nothing ran).
+HEAT_BANDS = {
+    "idle": ("Idle (held, below the threshold)", "idle", "#c0392b"),
+    "low": ("Active, under 25 %", "low", "#b7dfc4"),
+    "mid": ("25–50 %", "mid", "#6cbf8a"),
+    "high": ("50–75 %", "high", "#2f8f57"),
+    "full": ("75–100 %", "full", "#145a32"),
+    "unmetered": ("Held, not metered", "unmetered", "#7f8c8d"),
+}
+
+
+@dataclass
+class Slot:
+    """What one workload did in one slot (an hour or a minute)."""
+
+    gpus: int = 0
+    active: int = 0  # GPU-seconds at or above the threshold
+    idle: int = 0  # GPU-seconds below it
+    unmetered: int = 0
+    activity: float | None = None  # mean engine activity, 0-1
+
+    def band(self, threshold):
+        metered = self.active + self.idle
+        if not metered or self.activity is None:
+            return "unmetered"
+        if self.idle > self.active or self.activity < threshold:
+            return "idle"
+        return ("low", "mid", "high", "full")[min(int(self.activity * 4), 3)]
+
+
+def heat_runs(slots, count, label_of, threshold):
+    """One strip: consecutive slots of one band merged into a run, each with
+    its span in % of the width and the exact figures of the run as its title.
+
+    `slots` is {index: Slot}; `label_of(index)` names a slot's start (and the
+    end of the one before).
+    """
+    runs = []
+    for index in sorted(slots):
+        slot = slots[index]
+        band = slot.band(threshold)
+        last = runs[-1] if runs else None
+        if last and last["band"] == band and last["end"] == index:
+            last["end"] = index + 1
+            last["slots"].append(slot)
+        else:
+            runs.append({"band": band, "start": index, "end": index + 1, "slots": [slot]})
+    for run in runs:
+        slots_of_run = run.pop("slots")
+        metered = sum(s.active + s.idle for s in slots_of_run)
+        weighted = sum((s.activity or 0) * (s.active + s.idle) for s in slots_of_run)
+        held = sum(s.active + s.idle + s.unmetered for s in slots_of_run)
+        idle = sum(s.idle for s in slots_of_run)
+        gpus = sorted({s.gpus for s in slots_of_run})
+        run["gpus"] = f"{gpus[0]}" if len(gpus) == 1 else f"{gpus[0]}–{gpus[-1]}"
+        run["activity"] = None if not metered else round(weighted / metered * 100, 1)
+        run["held"] = held / 3600
+        run["idle"] = idle / 3600
+        run["from"] = label_of(run["start"])
+        run["to"] = label_of(run["end"])
+        run["x"] = run["start"] * 100 / count
+        run["width"] = (run["end"] - run["start"]) * 100 / count
+        label, pattern, colour = HEAT_BANDS[run["band"]]
+        run["pattern"], run["colour"] = pattern, colour
+        activity = "not metered" if run["activity"] is None else f"{run['activity']:g} % active"
+        run["title"] = (
+            f"{run['from']}–{run['to']}: {run['gpus']} GPU{'s' if gpus[-1] != 1 else ''}, "
+            f"{activity}, {formats.gpu_hours(run['idle'])} of "
+            f"{formats.gpu_hours(run['held'])} GPU-hours idle"
+        )
+    return runs
+
+
+def sparkline(values, labels, unit):
+    """A small trend: points in a 100 x 24 box, each with its exact value."""
+    numbers = [float(v or 0) for v in values]
+    peak = max(numbers, default=0) or 1
+    step = 100 / max(len(numbers) - 1, 1)
+    points = [
+        {
+            "x": round(i * step, 1),
+            "y": round(22 - 20 * v / peak, 1),
+            "title": f"{label}: {formats.money(value) if unit == 'money' else value}",
+        }
+        for i, (v, value, label) in enumerate(zip(numbers, values, labels, strict=True))
+    ]
+    return {"points": points, "polyline": " ".join(f"{p['x']},{p['y']}" for p in points)}

@@ -23,7 +23,10 @@ from pathlib import Path
 DEMO_CLUSTER = Path(__file__).resolve().parents[1] / "kubesim" / "clusters" / "demo.yaml"
 SCRAPE_INTERVAL = "15s"
 HISTORY_DAYS = 30
-HISTORY_STEP = 1800  # seconds: a month of the demo cluster loads in minutes, not an hour
+# Seconds: a month of the demo cluster loads in minutes, not an hour. Only the
+# generated hours are metered at this step (PORTAL_BILLING_HISTORY_*); live
+# hours at the production one, so a 3-minute batch job costs 3 minutes.
+HISTORY_STEP = 1800
 # The families billing reads (kubesim writes only these to the history).
 HISTORY_METRICS = (
     "kube_pod_container_resource_requests|kube_pod_status_phase|kube_pod_owner|"
@@ -104,7 +107,11 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS):
         check=True, capture_output=True, timeout=1800,
     )  # fmt: skip
     out.unlink()
+    (Path(var_dir) / HISTORY_END_FILE).write_text(end.isoformat())
     return start, time.monotonic() - began
+
+
+HISTORY_END_FILE = "history-end"
 
 
 def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
@@ -133,7 +140,6 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
         # The exporter is scraped without honor_labels, as on a real cluster.
         "PORTAL_BILLING_LABEL_NAMESPACE": "exported_namespace",
         "PORTAL_BILLING_LABEL_POD": "exported_pod",
-        "PORTAL_BILLING_STEP": str(HISTORY_STEP),
         "PORTAL_BILLING_DELAY": "60",
         "PORTAL_BILLING_INTERVAL": "60",
         "PORTAL_BILLING_BACKFILL_HOURS": str((HISTORY_DAYS + 1) * 24),
@@ -153,6 +159,12 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
             f"            loaded {HISTORY_DAYS} days of generated history from {start:%Y-%m-%d} "
             f"({seconds:.0f} s); the beat meters it into the ledger over the next minutes"
         )
+    end_file = var_dir / HISTORY_END_FILE
+    if end_file.exists():
+        # The generated hours keep their own step; every later one is metered
+        # at the production default (PORTAL_BILLING_STEP, the scrape's minute).
+        env["PORTAL_BILLING_HISTORY_STEP"] = str(HISTORY_STEP)
+        env["PORTAL_BILLING_HISTORY_END"] = end_file.read_text().strip()
     commands = {
         "prometheus": [
             binary,

@@ -446,21 +446,70 @@ def _quoted(value):
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def recent_activity(namespace, kind, name, end, hours=24, step=60):
-    """[(unix seconds, mean engine activity 0-1)] per minute over the last `hours`
-    of one workload's pods, straight from Prometheus (one range query).
+@dataclass
+class RecentPod:
+    namespace: str
+    pod: str
+    kind: str
+    name: str
+    model: str  # the exporter's modelName (and MIG profile): the shape when the ledger has none
+    minutes: dict = field(default_factory=dict)  # unix seconds -> [activity of each device]
 
-    A Job's (or ReplicaSet's) pods are named `<owner>-<5 characters>`.
+
+def recent_queries(namespaces, window="24h", step=60):
+    """The PromQL of the last 24 hours' strips: the engine activity of every
+    device a pod of `namespaces` holds (one series per device), and who owns
+    each pod (kube-state-metrics' own labels)."""
+    ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
+    pod = settings.PORTAL_BILLING_LABEL_POD
+    wanted = _quoted(_regex(namespaces))
+    match = f'{ns_label}=~{wanted},{pod}!=""'
+    raw = f"[{step * 1000 - 1}ms]"
+    return {
+        "activity": (
+            f"last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{match}}}{raw})"
+            f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{match},GPU_I_PROFILE=""}}{raw}) / 100'
+        ),
+        "owners": (
+            "max by (namespace, pod, owner_kind, owner_name) "
+            f"(last_over_time(kube_pod_owner{{namespace=~{wanted}}}[{window}]))"
+        ),
+    }
+
+
+def recent_pods(namespaces, start, end, step=60):
+    """[RecentPod] of `namespaces` between `start` and `end`, per minute (two queries).
+
+    A device is held while the exporter names a pod on it (it reads the
+    kubelet's pod-resources API), so idle GPUs show, and nothing shows where
+    nothing ran.
     """
+    if not namespaces:
+        return []
+    texts = recent_queries(namespaces, f"{int((end - start).total_seconds())}s", step)
+    activity = prometheus.query_range(texts["activity"], start, end, step)
+    owners = {
+        (s.labels.get("namespace", ""), s.labels.get("pod", "")): (
+            s.labels.get("owner_kind", ""),
+            s.labels.get("owner_name", ""),
+        )
+        for s in prometheus.query(texts["owners"], at=end)
+    }
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod_label = settings.PORTAL_BILLING_LABEL_POD
-    pods = re.escape(name) if kind == "Pod" else re.escape(name) + "-[a-z0-9]{5}"
-    match = f"{ns_label}={_quoted(namespace)},{pod_label}=~{_quoted(pods)}"
-    window = f"{step * 1000 - 1}ms"
-    promql = (
-        f"avg(last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{match}}}[{window}])"
-        f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{match},GPU_I_PROFILE=""}}[{window}]) / 100)'
-    )
-    start = end - timedelta(hours=hours)
-    series = prometheus.query_range(promql, start, end, step)
-    return series[0].points if series else []
+    pods = {}
+    for series in activity:
+        labels = series.labels
+        key = (labels.get(ns_label, ""), labels.get(pod_label, ""))
+        found = pods.get(key)
+        if found is None:
+            kind, name = owners.get(key, ("", ""))
+            if not kind or kind == "<none>":
+                kind, name = "Pod", key[1]
+            model = labels.get("modelName", "GPU")
+            if labels.get("GPU_I_PROFILE"):
+                model += f" MIG {labels['GPU_I_PROFILE']}"
+            found = pods[key] = RecentPod(key[0], key[1], kind, name, model)
+        for timestamp, value in series.points:
+            found.minutes.setdefault(timestamp, []).append(value)
+    return list(pods.values())

@@ -127,6 +127,8 @@ class IngestedHour(models.Model):
     ingested_at = models.DateTimeField(null=True, blank=True)
     # Digest of the rows last written: an unchanged re-ingestion writes nothing.
     digest = models.CharField(max_length=64, blank=True)
+    # Seconds between the samples the hour was metered at (the figures' resolution).
+    step = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-hour"]

@@ -1,20 +1,24 @@
 """What the showback pages and the CSV exports show, in a fixed number of queries."""
 
 import calendar
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import Max, Q
-from django.db.models.functions import ExtractDay, ExtractHour
+from django.db.models import Max, Min
+from django.db.models.functions import TruncDay
 from django.utils import timezone
 
-from billing import charts, metering, prometheus, queries
+from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
+from gpu_requests import formats
+from gpu_requests.formats import with_article
 from gpu_requests.models import Flavor, Team
+from provisioning.manifests import namespace_name
 
 CENT = Decimal("0.01")
 TOP_IDLE = 10
@@ -80,6 +84,38 @@ def metered_through(month):
     return newest + timedelta(hours=1) if newest else None
 
 
+def resolution(start, end):
+    """In words, the sample steps the hours of [start, end) were metered at (one
+    query): "every minute", or "every 30 minutes until 20 Nov 14:00, every
+    minute since" when a coarser history was loaded first."""
+    spans = list(
+        IngestedHour.objects.filter(
+            status=IngestedHour.Status.DONE, hour__gte=start, hour__lt=end, step__isnull=False
+        )
+        .values("step")
+        .annotate(first=Min("hour"), last=Max("hour"))
+        .order_by("first")
+    )
+    if not spans:
+        return f"every {_step_words(settings.PORTAL_BILLING_STEP)}"
+    parts = []
+    for index, span in enumerate(spans):
+        words = f"every {_step_words(span['step'])}"
+        if index + 1 < len(spans):
+            until = timezone.localtime(span["last"] + timedelta(hours=1))
+            words += f" until {until:%d %b %H:%M}"
+        elif index:
+            words += " since"
+        parts.append(words)
+    return ", ".join(parts)
+
+
+def _step_words(step):
+    if step % 60:
+        return f"{step} seconds"
+    return "minute" if step == 60 else f"{step // 60} minutes"
+
+
 def _sum(rows, key):
     return sum((row[key] for row in rows), Decimal(0))
 
@@ -91,10 +127,12 @@ def team_figures(team, month):
     totals = {key: _sum(by_flavor, key) for key in queries.COLUMNS}
     through = metered_through(month)
     budget = Budget.objects.filter(team=team).first()
-    idle = list(
+    # Every workload of the month, by idle cost: the picture's rows, the top
+    # idle list (repeats grouped) and the CSV.
+    workloads = list(
         queries.workload_usage(
             WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
-        )[:TOP_IDLE]
+        )
     )
     return {
         "month": month,
@@ -105,19 +143,31 @@ def team_figures(team, month):
         "daily": list(queries.team_usage(rows, "day")),
         "budget": budget,
         "budget_state": budget_state(totals["cost"], budget and budget.monthly_amount),
-        "top_idle": idle,
-        "activity": workload_activity(team, month, idle[:5]),
+        "workloads": workloads,
+        "groups": idle.group_repeats(workloads),
+        "resolution": resolution(month.start, month.end),
     }
 
 
-def team_report(team, month):
+def team_report(team, month, view="month", now=None):
     """The team page: its figures, and the geometry of its charts."""
     report = team_figures(team, month)
     for row in report["daily"]:
         row["label"] = f"{row['day']:%d}"
     report["daily_chart"] = charts.stacked_bars(report["daily"], "label")
     report["burn_chart"] = _burn_down(report["daily"], month, report["budget"], report["forecast"])
-    report["utilisation"] = activity_charts(month, report["activity"])
+    ledger = WorkloadUsage.objects.filter(team=team)
+    if view == "24h":
+        namespace = namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+        namespaces = {namespace: (team.slug, team.name)}
+        report["picture"] = idle.recent_picture(
+            namespaces, now or timezone.now(), ledger, idle.label_in_zone("%d %b %H:%M")
+        )
+    else:
+        report["picture"] = idle.month_picture(
+            ledger, month, report["groups"], idle.label_in_zone("%d %b %H:%M")
+        )
+    report["top_idle"] = report["groups"][: idle.TOP_GROUPS]
     return report
 
 
@@ -159,55 +209,9 @@ def _burn_down(daily, month, budget, forecast_total):
             {"label": "Budget", "values": [budget.monthly_amount] * len(days), "dash": "6 4"}
         )
         peak = max(peak, budget.monthly_amount)
-    return charts.line_chart(days, lines, settings.PORTAL_CURRENCY, charts.nice_max(peak))
-
-
-def workload_activity(team, month, workloads):
-    """{(namespace, kind, name): [hourly mean engine activity in % or None]} over
-    the month for each of `workloads` (one query)."""
-    if not workloads:
-        return {}
-    match = Q()
-    for load in workloads:
-        match |= Q(namespace=load["namespace"], kind=load["kind"], name=load["name"])
-    # Day and hour as integers from the database: cheaper to load than datetimes.
-    points = (
-        WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
-        .filter(match)
-        .annotate(day=ExtractDay("hour", tzinfo=UTC), hour_of_day=ExtractHour("hour", tzinfo=UTC))
-        .values_list("namespace", "kind", "name", "day", "hour_of_day", "activity_mean")
+    return charts.line_chart(
+        days, lines, settings.PORTAL_CURRENCY, charts.nice_max(peak), show=formats.money
     )
-    series = {
-        (load["namespace"], load["kind"], load["name"]): [None] * month.hours for load in workloads
-    }
-    for namespace, kind, name, day, hour_of_day, activity in points:
-        if activity is not None:
-            series[(namespace, kind, name)][(day - 1) * 24 + hour_of_day] = round(activity * 100, 1)
-    return series
-
-
-def activity_charts(month, activity):
-    labels = [
-        f"{day:02d}" if hour == 0 else ""
-        for day in range(1, month.hours // 24 + 1)
-        for hour in range(24)
-    ]
-    result = []
-    for (namespace, kind, name), values in activity.items():
-        chart = charts.line_chart(
-            labels, [{"label": f"{kind} {name}", "values": values}], "% active", 100
-        )
-        chart.x_labels = [(x, label) for x, label in chart.x_labels if label]
-        result.append(
-            {
-                "namespace": namespace,
-                "kind": kind,
-                "name": name,
-                "chart": chart,
-                "chart_id": f"util-{len(result)}",
-            }
-        )
-    return result
 
 
 # --- per-workload report card ---
@@ -224,16 +228,26 @@ def workload_card(team, namespace, kind, name):
     if not by_flavor:
         return None
     # One row per hour of the workload's life (at most a few thousand).
-    lives = list(rows.values_list("hour", "activity_histogram", "activity_mean"))
-    histogram = merge_histograms(bands for _, bands, _ in lives)
+    lives = list(
+        rows.values_list(
+            "hour",
+            "activity_histogram",
+            "activity_mean",
+            "gpus",
+            "active_seconds",
+            "idle_seconds",
+            "unmetered_seconds",
+        )
+    )
+    histogram = merge_histograms(life[1] for life in lives)
     activity_total = samples = 0.0
-    for _, bands, mean in lives:
+    for _, bands, mean, *_ in lives:
         count = sum((bands or {}).values())
         if mean is not None:
             activity_total += mean * count
             samples += count
-    first = min(hour for hour, _, _ in lives)
-    last = max(hour for hour, _, _ in lives)
+    first = min(life[0] for life in lives)
+    last = max(life[0] for life in lives)
     card = {
         "namespace": namespace,
         "kind": kind,
@@ -249,58 +263,112 @@ def workload_card(team, namespace, kind, name):
         "gpu_hours": sum((r["allocated_gpu_hours"] for r in by_flavor), Decimal(0)),
     }
     card["hint"] = right_sizing(card, RateCard(), timezone.now())
+    card["verdict"] = verdict(card)
+    card["run"] = _whole_run(card, lives)
     return card
 
 
-def recent_chart(namespace, kind, name, now):
-    """The last 24 hours per minute from Prometheus: (chart, None) or (None, error)."""
-    try:
-        points = metering.recent_activity(namespace, kind, name, now)
-    except prometheus.PrometheusError as exc:
-        return None, str(exc)
-    if not points:
-        return None, "No samples for this workload in the last 24 hours."
-    start = now - timedelta(hours=24)
-    values = [None] * (24 * 60 + 1)
-    for timestamp, value in points:
-        values[int((timestamp - start.timestamp()) // 60)] = round(value * 100, 1)
-    # Hours of the day in the viewer's zone (the chart's title names it).
-    labels = [
-        f"{timezone.localtime(start + timedelta(minutes=m)):%H:%M}" if m % 180 == 0 else ""
-        for m in range(len(values))
-    ]
-    chart = charts.line_chart(
-        labels, [{"label": "Engine activity", "values": values}], "% active", 100
+def verdict(card):
+    """What the card concludes, from its own figures: never "used what it held"
+    while a tenth or more of the GPU time was idle."""
+    held = sum((r["allocated_gpu_hours"] for r in card["by_flavor"]), Decimal(0))
+    idle_hours = sum((r["idle_gpu_hours"] for r in card["by_flavor"]), Decimal(0))
+    share = idle_hours / held * 100 if held else Decimal(0)
+    if share >= 10:
+        return (
+            f"Idle {formats.gpu_hours(idle_hours)} of its {formats.gpu_hours(held)} GPU-hours "
+            f"({share:.0f} %): {formats.money(card['idle_cost'])} paid for GPUs doing nothing."
+        )
+    if card["hint"]:
+        return "Busy while it ran, but on a bigger shape than it needed."
+    return "Used what it held: busy while it ran, and no cheaper shape would have done."
+
+
+def _whole_run(card, lives):
+    """The workload's whole life as one heat strip, hour by hour from the ledger."""
+    first = card["first"]
+    count = int((card["last"] - first).total_seconds() // 3600)
+    slots = {}
+    for hour, _, mean, gpus, active, idle_seconds, unmetered in lives:
+        index = int((hour - first).total_seconds() // 3600)
+        idle.add_slot(slots, index, charts.Slot(gpus, active, idle_seconds, unmetered, mean))
+    row = idle.Row(
+        card["namespace"],
+        card["kind"],
+        card["name"],
+        ", ".join(r["flavor__name"] for r in card["by_flavor"]),
+        gpus=max(r["gpus"] or 0 for r in card["by_flavor"]),
+        held_gpu_hours=card["gpu_hours"],
+        idle_gpu_hours=sum((r["idle_gpu_hours"] for r in card["by_flavor"]), Decimal(0)),
+        idle_cost=card["idle_cost"],
+        in_ledger=False,  # no link: this is its card
     )
-    chart.x_labels = [(x, label) for x, label in chart.x_labels if label]
-    return chart, None
+    label_of = idle.label_in_zone("%d %b %H:%M")
+    row.runs = charts.heat_runs(
+        slots,
+        count,
+        lambda index: label_of(first + timedelta(hours=index)),
+        settings.PORTAL_BILLING_IDLE_THRESHOLD,
+    )
+    days = max(count // 24, 1)
+    every = max(1, -(-days // 4))  # four labels at most: they fit a phone
+    ticks = [
+        (index * 100 / count, label_of(first + timedelta(hours=index))[:6])
+        for index in range(0, count, 24 * every)
+    ]
+    return idle.Picture([row], idle.anchored(ticks), "hour", "the whole run", 1, rows_caption="")
+
+
+def recent_strip(team, namespace, kind, name, now):
+    """The workload's last 24 hours per minute from Prometheus, as one strip
+    (two queries to Prometheus, one to the ledger for its shape)."""
+    picture = idle.recent_picture(
+        {namespace: (team.slug, team.name)},
+        now,
+        WorkloadUsage.objects.filter(team=team),
+        idle.label_in_zone("%d %b %H:%M"),
+        only=(namespace, kind, name),
+    )
+    picture.rows_caption = ""
+    for row in picture.rows:
+        row.in_ledger = False  # no link: this is its card
+    return picture
 
 
 def right_sizing(card, rate_card, now):
-    """The cheapest MIG slice that would have held the workload, and the saving.
+    """The smallest MIG slice that would have held the workload, and the saving.
 
     It fits when its memory holds the peak framebuffer with 10 % headroom and
-    its share of the GPU (slices of 7) covers the p95 engine activity measured
-    on the whole GPU. Otherwise, an idle-time hint when most of the time was idle.
+    its share of the GPU (slices of 7) covers the mean engine activity
+    measured on the whole GPU (the work done); busy spells above its share
+    (the p95) would have run slower, and the hint says so. Otherwise, an
+    idle-time hint when a tenth or more of the time was idle.
     """
     main = max(card["by_flavor"], key=lambda r: r["allocated_gpu_hours"])
     flavor = rate_card.flavors[main["flavor_id"]]
     hours = main["allocated_gpu_hours"]
-    if flavor.sharing == Flavor.Sharing.WHOLE and card["fb_peak_mib"] and card["p95"] is not None:
+    currency = settings.PORTAL_CURRENCY
+    mean = card["mean"]
+    if flavor.sharing == Flavor.Sharing.WHOLE and card["fb_peak_mib"] and mean is not None:
         candidates = []
         for other in rate_card.flavors.values():
-            match = _mig_shape(other)
-            if match is None or not other.is_active:
+            shape = _mig_shape(other)
+            if shape is None or not other.is_active:
                 continue
-            slices, memory_gb = match
-            fits_memory = memory_gb * 1024 >= card["fb_peak_mib"] * 1.1
-            if fits_memory and slices / 7 >= card["p95"]:
-                candidates.append((rate_card.price(other.pk, now), other))
+            slices, memory_gb = shape
+            if memory_gb * 1024 >= card["fb_peak_mib"] * 1.1 and slices / 7 >= mean:
+                candidates.append((shape, rate_card.price(other.pk, now), other))
         if candidates:
-            price, best = min(candidates, key=lambda c: (c[0], c[1].name))
+            (slices, _), price, best = min(candidates, key=lambda c: (c[0], c[1], c[2].name))
             would_cost = (price * hours).quantize(CENT, ROUND_HALF_UP)
             cost = Decimal(main["cost"]).quantize(CENT, ROUND_HALF_UP)
             if would_cost < cost:
+                slower = ""
+                if card["p95"] is not None and card["p95"] > slices / 7:
+                    slower = (
+                        f" (its busiest minutes, p95 {card['p95'] * 100:.0f} %, "
+                        "would run slower there)"
+                    )
                 return {
                     "kind": "mig",
                     "flavor": best,
@@ -309,21 +377,21 @@ def right_sizing(card, rate_card, now):
                     "saving": cost - would_cost,
                     "text": (
                         f"peak {card['fb_peak_mib'] / 1024:.0f} GB of {flavor.memory_gb} GB and "
-                        f"{(card['mean'] or 0) * 100:.0f} % activity: a {best.name} slice "
-                        f"would have cost {would_cost} {settings.PORTAL_CURRENCY} "
-                        f"instead of {cost} {settings.PORTAL_CURRENCY}"
+                        f"{mean * 100:.0f} % mean activity on {with_article(flavor.name)}: "
+                        f"{with_article(best.name)} slice would have held it{slower}, for "
+                        f"{would_cost} {currency} instead of {cost} {currency}"
                     ),
                 }
-    idle = Decimal(main["idle_gpu_hours"])
-    if hours and idle / hours >= Decimal("0.5"):
+    idle_hours = Decimal(main["idle_gpu_hours"])
+    if hours and idle_hours / hours >= Decimal("0.1"):
         saving = Decimal(card["idle_cost"]).quantize(CENT, ROUND_HALF_UP)
         return {
             "kind": "idle",
             "saving": saving,
             "text": (
-                f"idle {idle / hours * 100:.0f} % of its GPU time: {saving} "
-                f"{settings.PORTAL_CURRENCY} paid for GPUs doing nothing. Release them when "
-                "the work pauses (or run it as a batch job)."
+                f"idle {idle_hours / hours * 100:.0f} % of its GPU time: {saving} "
+                f"{currency} paid for GPUs doing nothing. Release them when "
+                "the work pauses (or run it as a batch job)"
             ),
         }
     return None
@@ -386,6 +454,48 @@ def admin_teams(month, sort="spend", descending=True):
         .values("id", "slug", "name")
         .annotate(**queries.team_figures(prefix="usage__"), budget=Max("budget__monthly_amount"))
         .order_by(order, "name")
+    )
+
+
+def idle_trends(month):
+    """{team id: sparkline of its idle cost per day} over the month (one query)."""
+    days = [month.start + timedelta(days=d) for d in range(month.hours // 24)]
+    costs = defaultdict(dict)
+    rows = (
+        TeamUsage.objects.filter(hour__gte=month.start, hour__lt=month.end)
+        .annotate(day=TruncDay("hour", tzinfo=UTC))
+        .values("team_id", "day")
+        .annotate(idle_cost=queries.cost_of("idle_seconds"))
+        .order_by()
+    )
+    for row in rows:
+        costs[row["team_id"]][row["day"]] = row["idle_cost"]
+    labels = [f"{day:%d %b}" for day in days]
+    return {
+        team_id: charts.sparkline([by_day.get(day, Decimal(0)) for day in days], labels, "money")
+        for team_id, by_day in costs.items()
+    }
+
+
+def cluster_picture(month, view="month", now=None):
+    """Every team's workloads as one picture, most idle cost first: the month
+    from the ledger (two queries), or the last 24 hours from Prometheus (two
+    queries there, two here)."""
+    ledger = WorkloadUsage.objects.all()
+    if view == "24h":
+        prefix = settings.PORTAL_NAMESPACE_PREFIX
+        namespaces = {
+            namespace_name(slug, prefix): (slug, name)
+            for slug, name in Team.objects.values_list("slug", "name")
+        }
+        return idle.recent_picture(
+            namespaces, now or timezone.now(), ledger, idle.label_in_zone("%d %b %H:%M")
+        )
+    workloads = queries.workload_usage(
+        ledger.filter(hour__gte=month.start, hour__lt=month.end), extra=("team__slug", "team__name")
+    )
+    return idle.month_picture(
+        ledger, month, idle.group_repeats(workloads), idle.label_in_zone("%d %b %H:%M")
     )
 
 

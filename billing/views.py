@@ -63,7 +63,8 @@ def overview(request):
 def team_page(request, slug):
     team = _team_for_user(request.user, slug)
     month = _month(request)
-    report = reports.team_report(team, month)
+    view = "24h" if request.GET.get("view") == "24h" else "month"
+    report = reports.team_report(team, month, view)
     table = request.GET.get("export")
     if table == "flavors":
         return _export(
@@ -86,7 +87,7 @@ def team_page(request, slug):
             "idle_cost",
             "cost",
         ]
-        return _export(report["top_idle"], keys, f"{slug}-{month.label}-workloads.csv")
+        return _export(report["workloads"], keys, f"{slug}-{month.label}-workloads.csv")
     can_set_budget = (
         quota_actions.can_review(request.user)
         or team.memberships.filter(user=request.user, role="manager").exists()
@@ -98,6 +99,8 @@ def team_page(request, slug):
             "team": team,
             "report": report,
             "month": month,
+            "view": view,
+            "step": settings.PORTAL_BILLING_STEP,
             "currency": settings.PORTAL_CURRENCY,
             "charge": settings.PORTAL_BILLING_CHARGE,
             "threshold": settings.PORTAL_BILLING_IDLE_THRESHOLD * 100,
@@ -135,15 +138,13 @@ def workload_page(request, slug, namespace, kind, name):
     card = reports.workload_card(team, namespace, kind, name)
     if card is None:
         raise Http404("No metered usage for this workload.")
-    recent, recent_error = reports.recent_chart(namespace, kind, name, timezone.now())
     return render(
         request,
         "billing/workload.html",
         {
             "team": team,
             "card": card,
-            "recent": recent,
-            "recent_error": recent_error,
+            "recent": reports.recent_strip(team, namespace, kind, name, timezone.now()),
             "currency": settings.PORTAL_CURRENCY,
         },
     )
@@ -154,10 +155,12 @@ def admin_page(request):
     if not quota_actions.can_review(request.user):
         raise PermissionDenied("Only platform admins see every team's spend.")
     month = _month(request)
-    sort = request.GET.get("sort", "spend")
+    # Who pays for idle GPUs first, unless asked otherwise.
+    sort = request.GET.get("sort", "idle_cost")
     if sort not in reports.TEAM_SORTS:
-        sort = "spend"
+        sort = "idle_cost"
     descending = request.GET.get("dir", "desc") != "asc"
+    view = "24h" if request.GET.get("view") == "24h" else "month"
     teams = reports.admin_teams(month, sort, descending)
     totals = reports.queries.cluster_totals(month.start, month.end)
     utilisation = reports.utilisation_charts(month)
@@ -181,8 +184,10 @@ def admin_page(request):
     if table == "pending":
         rows = [(h.hour.isoformat(), h.attempts, h.last_error) for h in pending]
         return _csv("pending-hours.csv", ["hour", "attempts", "last_error"], rows)
+    trends = reports.idle_trends(month)
     for row in teams:
         row["budget_state"] = reports.budget_state(row["cost"], row["budget"])
+        row["trend"] = trends.get(row["id"])
     return render(
         request,
         "billing/admin.html",
@@ -193,6 +198,9 @@ def admin_page(request):
             "descending": descending,
             "totals": totals,
             "utilisation": utilisation,
+            "picture": reports.cluster_picture(month, view),
+            "view": view,
+            "resolution": reports.resolution(month.start, month.end),
             "pending": pending,
             "pending_count": pending_count,
             "metering": _metering_status(),
@@ -204,6 +212,7 @@ def admin_page(request):
                 ("active", "Active GPU-h"),
                 ("idle", "Idle GPU-h"),
                 ("idle_cost", "Idle cost"),
+                ("trend", "Idle cost per day"),
                 ("reserved_unallocated", "Reserved, unallocated GPU-h"),
                 ("credit", "Credit (lost GPU time)"),
                 ("budget", "Budget"),

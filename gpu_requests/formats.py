@@ -22,3 +22,21 @@ def gpu_hours(value):
     if value is None or value == "":
         return ""
     return f"{value:,.0f}" if float(value).is_integer() else f"{float(value):,.1f}"
+
+
+# Letters said with a vowel sound ("an H100", "an L4", "an A100"; "a T4").
+_VOWEL_LETTERS = set("AEFHILMNORSX")
+
+
+def with_article(name):
+    """`name` after "a" or "an" as it is said: a model name that starts with a
+    letter and a digit is read letter by letter ("an H100", "a T4"); a word by
+    its first letter ("an Ampere", "a MIG slice")."""
+    if not name:
+        return name
+    first = name.split()[0]
+    if len(first) > 1 and first[0].isupper() and first[1].isdigit():
+        vowel = first[0] in _VOWEL_LETTERS
+    else:
+        vowel = first[0].lower() in "aeiou"
+    return f"{'an' if vowel else 'a'} {name}"

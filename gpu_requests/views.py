@@ -5,6 +5,7 @@ everything else a full page, so every action also works without JavaScript."""
 from collections import defaultdict
 from datetime import UTC, timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -17,7 +18,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions, capacity, timeline
+from gpu_requests import actions, capacity, hooks, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import QuotaRequestForm, ReasonForm
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
@@ -86,10 +87,13 @@ def dashboard(request):
     recent = defaultdict(list)
     for event in _recent_events(team_ids):
         recent[event.team_id].append(event)
+    # What other apps add to the namespaces' quota now (batch windows): a query or so.
+    extra = hooks.extra_quota(team_ids)
     panels = [
         {
             "team": team,
             "quota": quota.get(team.pk, []),
+            "cluster": _cluster_state(team, quota.get(team.pk, []), extra.get(team.pk, {}), now),
             "pending": pending[team.pk],
             "pending_count": pending[team.pk][0].pending_count if pending[team.pk] else 0,
             "recent": recent[team.pk],
@@ -109,6 +113,7 @@ def dashboard(request):
         "show_filter": reviewer,
         "horizon_days": HORIZON.days,
         "reviewer": reviewer,
+        "charge": settings.PORTAL_BILLING_CHARGE,
     }
     return render(request, "gpu_requests/dashboard.html", context)
 
@@ -131,7 +136,9 @@ def _first_pending(team_ids):
 
 
 def _quota_by_team(team_ids, now):
-    """{team_id: [row per flavor]}: reserved now, peak over the horizon, until when.
+    """{team_id: [row per flavor and stretch of time]}: reserved now, peak over
+    the horizon, until when. Requests of one flavor that follow each other
+    without a gap are one row; a gap starts another.
 
     Two queries (reservations, the catalog) however many teams and requests.
     """
@@ -144,21 +151,62 @@ def _quota_by_team(team_ids, now):
         held.items(), key=lambda item: flavors[item[0][1]].name
     ):
         flavor = flavors[flavor_id]
-        gpus_now = sum(r.gpus for r in rows if r.covers(now))
-        ends = [r.ends_at for r in rows]
-        result[team_id].append(
+        for stretch in _stretches(rows):
+            gpus_now = sum(r.gpus for r in stretch if r.covers(now))
+            ends = [r.ends_at for r in stretch]
+            result[team_id].append(
+                {
+                    "flavor": flavor,
+                    "gpus_now": gpus_now,
+                    "gpus_peak": capacity.peak(stretch, now, now + HORIZON),
+                    "starts": min(r.starts_at for r in stretch),
+                    "request_ids": sorted(r.pk for r in stretch),
+                    "until": None if None in ends else max(ends),
+                    "spend_per_day": gpus_now * flavor.price_per_gpu_hour * 24,
+                    "shares_with": flavor.shares_resource_with(flavors.values()),
+                }
+            )
+    return result
+
+
+def _stretches(reservations):
+    """Reservations split where time runs between one's end and the next's start."""
+    stretches, end = [], None
+    for r in sorted(reservations, key=lambda r: r.starts_at):
+        if stretches and (end is None or r.starts_at <= end):
+            stretches[-1].append(r)
+            end = None if end is None or r.ends_at is None else max(end, r.ends_at)
+        else:
+            stretches.append([r])
+            end = r.ends_at
+    return stretches
+
+
+def _cluster_state(team, quota_rows, extra, now):
+    """What the usage table says of each resource: the quota approved, the part
+    batch jobs borrow for their window, and whether the cluster has caught up.
+
+    The inventory reads the namespace every PORTAL_INVENTORY_INTERVAL seconds;
+    figures three intervals old are stale and the page says so.
+    """
+    approved = defaultdict(int)
+    for row in quota_rows:
+        approved[row["flavor"].resource_name] += row["gpus_now"]
+    stale_after = timedelta(seconds=3 * settings.PORTAL_INVENTORY_INTERVAL)
+    states = []
+    for usage in team.quota_usage.all():
+        lent = extra.get(usage.resource_name, 0)
+        expected = approved.get(usage.resource_name, 0) + lent
+        states.append(
             {
-                "flavor": flavor,
-                "gpus_now": gpus_now,
-                "gpus_peak": capacity.peak(rows, now, now + HORIZON),
-                "starts": min(r.starts_at for r in rows),
-                "request_ids": sorted(r.pk for r in rows),
-                "until": None if None in ends else max(ends),
-                "spend_per_day": gpus_now * flavor.price_per_gpu_hour * 24,
-                "shares_with": flavor.shares_resource_with(flavors.values()),
+                "usage": usage,
+                "lent": lent,
+                "expected": expected,
+                "on_its_way": usage.hard < expected,
+                "stale": now - usage.observed_at > stale_after,
             }
         )
-    return result
+    return states
 
 
 def _recent_events(team_ids, per_team=10):

@@ -9,7 +9,7 @@ message that names it.
 import os
 import re
 import tempfile
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -550,6 +550,29 @@ PORTAL_BILLING_STEP = env_int("PORTAL_BILLING_STEP", 60, minimum=1)
 if 3600 % PORTAL_BILLING_STEP:
     raise ImproperlyConfigured(
         f"PORTAL_BILLING_STEP={PORTAL_BILLING_STEP} must divide an hour (3600 seconds)"
+    )
+# History loaded at a coarser resolution than the scrape (the demo's generated
+# month, sampled every 30 minutes): hours before PORTAL_BILLING_HISTORY_END are
+# metered at PORTAL_BILLING_HISTORY_STEP, later ones at PORTAL_BILLING_STEP.
+# Each hour keeps the step it was metered at, and the pages say so.
+PORTAL_BILLING_HISTORY_STEP = env_int("PORTAL_BILLING_HISTORY_STEP", 0, minimum=0)
+if PORTAL_BILLING_HISTORY_STEP and 3600 % PORTAL_BILLING_HISTORY_STEP:
+    raise ImproperlyConfigured(
+        f"PORTAL_BILLING_HISTORY_STEP={PORTAL_BILLING_HISTORY_STEP} must divide an hour"
+    )
+_history_end = env_str("PORTAL_BILLING_HISTORY_END", "")
+try:
+    PORTAL_BILLING_HISTORY_END = (
+        datetime.fromisoformat(_history_end.replace("Z", "+00:00")) if _history_end else None
+    )
+except ValueError:
+    PORTAL_BILLING_HISTORY_END = "bad"
+if PORTAL_BILLING_HISTORY_END == "bad" or (
+    PORTAL_BILLING_HISTORY_END and PORTAL_BILLING_HISTORY_END.tzinfo is None
+):
+    raise ImproperlyConfigured(
+        f"PORTAL_BILLING_HISTORY_END={_history_end!r} is not a time with its zone "
+        "(e.g. 2027-01-04T00:00Z)"
     )
 # Engine activity (0-1) at or above which a sample step counts as active.
 PORTAL_BILLING_IDLE_THRESHOLD = env_decimal("PORTAL_BILLING_IDLE_THRESHOLD", "0.05")

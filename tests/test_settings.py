@@ -32,6 +32,9 @@ def start_up(**env):
         ("PORTAL_CLOCK", "sim", "PORTAL_CLOCK='sim' must be real or kubesim"),
         ("PORTAL_CLUSTER_API_URL", "http://k8s:6443", "PORTAL_CLUSTER_API_URL must be an https"),
         ("PORTAL_CLUSTER_API_URL", "https://k8s:6443", "set PORTAL_CLUSTER_OIDC_ISSUER and"),
+        ("PORTAL_BILLING_HISTORY_STEP", "7", "PORTAL_BILLING_HISTORY_STEP=7 must divide an hour"),
+        ("PORTAL_BILLING_HISTORY_END", "2027-01-04", "PORTAL_BILLING_HISTORY_END='2027-01-04' is"),
+        ("PORTAL_BILLING_HISTORY_END", "soon", "PORTAL_BILLING_HISTORY_END='soon' is not a time"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(name, value, message):

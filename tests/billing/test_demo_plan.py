@@ -26,6 +26,8 @@ def test_with_prometheus_the_demo_scrapes_kubesim_as_an_operator_would(tmp_path)
     assert "file_sd_configs" in config and "/metrics/kube-state-metrics" in config
     assert commands["prometheus"][0].endswith("prometheus")
     assert "scraping kubesim" in lines[0]
+    # Live hours at the production step; no history loaded, no history step.
+    assert "PORTAL_BILLING_STEP" not in env and "PORTAL_BILLING_HISTORY_STEP" not in env
 
 
 def test_the_demo_history_loads_into_prometheus_blocks(tmp_path):
@@ -37,3 +39,9 @@ def test_the_demo_history_loads_into_prometheus_blocks(tmp_path):
     blocks = [path for path in data.iterdir() if (path / "meta.json").is_file()]
     assert blocks, f"no TSDB block under {data}: {list(data.iterdir())}"
     assert not (tmp_path / "history.om").exists()  # the OpenMetrics file is removed once loaded
+    # Its hours are metered at its own step, every later one at the production step.
+    if shutil.which("prometheus"):
+        env, _, _ = demo.plan(tmp_path, 8001, 9090)
+        assert env["PORTAL_BILLING_HISTORY_STEP"] == "1800"
+        assert env["PORTAL_BILLING_HISTORY_END"] == (tmp_path / "history-end").read_text()
+        assert "PORTAL_BILLING_STEP" not in env

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing import actions, metering, prometheus
+from billing import actions, prometheus
 from billing.models import FlavorHour, IngestedHour, Rate, TeamUsage, WorkloadUsage
 from tests.billing import history
 from tests.billing.history import H10, H11
@@ -230,15 +230,12 @@ def test_the_report_card_shows_the_last_24_hours_per_minute(metered, client, ali
         client.force_login(alice)
         client.post("/preferences/", {"time_zone": "Asia/Tokyo"})
         page = client.get("/billing/teams/vision/workloads/vision/Job/train/").content.decode()
-    assert 'id="recent-chart"' in page and "Engine activity per minute" in page
+    recent = page[page.index('id="recent-picture"') :]
+    assert "one cell per minute (Prometheus)" in recent
     # The hours of the day in the viewer's zone: 11:30 UTC a day back is 20:30 in Tokyo.
-    assert "times in Asia/Tokyo" in page
-    assert ">20:30</text>" in page
-    points = metering.recent_activity("vision", "Job", "train", H11 + timedelta(minutes=30))
-    # 10:30 to 11:15, both GPUs: 0.9 and 0.05, then 0.9 and 0.04 from 10:45.
-    assert len(points) == 45
-    assert points[0][1] == pytest.approx((0.9 + 0.05) / 2)
-    assert points[-1][1] == pytest.approx((0.9 + 0.04) / 2)
+    assert ">20:30</text>" in recent
+    # 10:30 to 11:15 UTC, both GPUs: 0.9 and 0.05, then 0.9 and 0.04 (idle) from 10:45.
+    assert "02 Nov 19:30–02 Nov 20:15: 2 GPUs, 47.2 % active, 0.5 of 1.5 GPU-hours idle" in (recent)
 
 
 def test_spot_time_is_priced_with_the_spot_factor_also_after_a_rate_change(metered, admin_user):

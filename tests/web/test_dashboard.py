@@ -181,7 +181,7 @@ def test_it_keeps_query_count_flat(login, admin_user, h100, a100):
         counts.append(len(queries))
     # session, user, 2 x permissions, team count, team page, namespace quota
     # (prefetched), team names (the filter), flavors, reservations, pending, events
-    assert counts[0] == counts[1] == 12, counts
+    assert counts[0] == counts[1] == 13, counts
 
 
 def test_it_pages_the_teams_for_admins(login, admin_user):
@@ -223,3 +223,31 @@ def test_it_counts_open_ended_quota_until_ended(login, alice, admin_user, vision
     actions.approve(req, by=admin_user)
     response = login(alice).get(URL)
     assert b"open-ended" in response.content
+
+
+def test_two_requests_of_a_flavor_with_a_gap_are_two_rows(login, alice, admin_user, vision, h100):
+    now = timezone.now()
+    first = submit(vision, h100, alice, gpus=2, starts_at=now + timedelta(days=1), hours=24)
+    later = submit(vision, h100, alice, gpus=3, starts_at=now + timedelta(days=5), hours=24)
+    follows = submit(vision, h100, alice, gpus=1, starts_at=now + timedelta(days=6), hours=24)
+    for quota_request in (first, later, follows):
+        actions.approve(quota_request, by=admin_user)
+    page = login(alice).get(URL).content.decode()
+    quota = page.split("<h3>Quota</h3>")[1].split("</table>")[0]
+    rows = quota.split("<tbody>")[1].split("</tr>")[:-1]
+    assert len(rows) == 2  # the gap splits them; the request that follows without one joins
+    assert f"#{first.pk}" in rows[0] and f"#{later.pk}" not in rows[0]
+    assert f"#{later.pk}" in rows[1] and f"#{follows.pk}" in rows[1]
+
+
+def test_the_daily_cost_of_quota_is_explained_by_the_charging_mode(
+    login, alice, admin_user, vision, h100, settings
+):
+    actions.approve(submit(vision, h100, alice, gpus=3, starts_at=timezone.now()), by=admin_user)
+    page = login(alice).get(URL).content.decode()
+    assert "would cost <strong>288.00 USD</strong> per day if held all day" in page
+    assert "charged by allocation: you pay for the GPU-hours your pods hold" in page
+    settings.PORTAL_BILLING_CHARGE = "reservation"
+    page = login(alice).get(URL).content.decode()
+    assert "Active quota costs <strong>288.00 USD</strong> per day" in page
+    assert "the quota is paid whether pods use it or not" in page

@@ -1,0 +1,124 @@
+"""Pages that hold together (issue 18) in headless Chromium: a decision made in
+place leaves the review queue's page whole, and no table is cut off at a phone's
+or a laptop's width.
+
+Screenshots go to /tmp/shots/.
+"""
+
+import pytest
+from django.db import connections
+
+from gpu_requests import actions
+from tests.factories import next_week, submit
+from tests.web.test_browser_daily import PAGES, company  # noqa: F401 - a fixture
+from tests.web.test_browser_journey import browser, log_in, page, shot  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def queue_structure(page):
+    """What the review queue's page is made of, as a person reading it would list it."""
+    return page.evaluate(
+        """() => ({
+            queueRows: [...document.querySelectorAll('table.queue > tbody > tr')]
+                .map(tr => tr.id.startsWith('req-') ? 'request' : 'other: ' + tr.innerText.slice(0, 40)),
+            upcomingRows: document.querySelectorAll('#upcoming-capacity tbody tr').length,
+            upcomingCards: document.querySelectorAll('#upcoming-capacity').length,
+            timelineHeads: [...document.querySelectorAll('#queue-timeline > .card-head > h2')]
+                .map(h => h.innerText),
+            timelineForms: document.querySelectorAll('#queue-timeline > .card-head > form').length,
+            figures: document.querySelectorAll('#queue-timeline figure').length,
+            summaries: document.querySelectorAll('#queue-summary').length,
+            sections: [...document.querySelectorAll('main > section, .page > section')]
+                .map(s => s.id || s.querySelector('h2')?.innerText || 'queue'),
+        })"""
+    )
+
+
+def test_approving_in_place_keeps_the_page_whole(page, company, admin_user):  # noqa: F811
+    first = company["pending"][1]  # carol's 6 x H100: fits
+    log_in(page, "admin")
+    page.goto("/review/")
+    before = queue_structure(page)
+    assert before["upcomingRows"] == 2 and before["queueRows"] == ["request"] * 3
+
+    page.evaluate("window.stillHere = true")
+    page.locator(f"#req-{first.pk} input[name=reason]").fill("Go ahead")
+    page.locator(f"#req-{first.pk} button:has-text('Approve')").click()
+    page.wait_for_selector(f"#req-{first.pk} .badge.status-approved")
+    page.wait_for_selector("#queue-summary:has-text('2 pending requests')")
+    assert page.evaluate("window.stillHere") is True
+    shot(page, "review_queue_approved_in_place")
+
+    after = queue_structure(page)
+    # The same page: the upcoming capacity stays in its card, the queue's table holds
+    # only requests, the timeline keeps its heading and flavor menu.
+    assert after == before
+    assert page.locator("#upcoming-capacity").is_visible()
+    assert "H100" in page.locator("#upcoming-capacity tbody").inner_text()
+    assert page.locator("#queue-timeline figure figcaption").inner_text().startswith("H100")
+
+
+def overflowing_tables(tab):
+    """Tables wider than the box they scroll in, with whether that box shows it can scroll."""
+    return tab.evaluate(
+        """() => [...document.querySelectorAll('table')].flatMap(table => {
+            let box = table.parentElement;
+            while (box && !['auto', 'scroll'].includes(getComputedStyle(box).overflowX)) {
+                box = box.parentElement;
+            }
+            box = box || document.documentElement;
+            if (box.scrollWidth <= box.clientWidth + 1) return [];
+            const style = getComputedStyle(box);
+            return [{
+                table: (table.querySelector('th')?.innerText || table.innerText).slice(0, 30),
+                width: table.scrollWidth,
+                room: box.clientWidth,
+                hinted: style.backgroundImage.includes('gradient')
+                    && style.backgroundAttachment.includes('local'),
+            }];
+        })"""
+    )
+
+
+@pytest.mark.parametrize("width", [390, 1440])
+def test_no_table_is_cut_off(browser, live_server, company, width):  # noqa: F811
+    """At a laptop's width every table fits; at a phone's, a table that cannot scrolls
+    in its card, which shades the edge that hides columns."""
+    long_one = company["pending"][-1]
+    pages = PAGES + [
+        ("alice", f"/requests/{long_one.pk}/"),
+        ("alice", "/billing/"),
+        ("admin", f"/requests/{long_one.pk}/"),
+        ("admin", "/billing/"),
+        ("admin", "/billing/admin/"),
+        ("admin", "/billing/health/"),
+        ("admin", "/batch/"),
+        ("admin", "/webhooks/"),
+    ]
+    found = {}
+    try:
+        for user in ("alice", "admin"):
+            context = browser.new_context(
+                base_url=live_server.url, viewport={"width": width, "height": 900}
+            )
+            tab = context.new_page()
+            tab.set_default_timeout(10_000)
+            log_in(tab, user)
+            for _, path in [p for p in pages if p[0] == user]:
+                tab.goto(path)
+                wide = overflowing_tables(tab)
+                if width > 1000 and wide:
+                    found[user, path] = wide
+                elif [t for t in wide if not t["hinted"]]:
+                    found[user, path] = wide
+                page_width = tab.evaluate("document.documentElement.scrollWidth")
+                if page_width > width:
+                    found[user, path, "page"] = page_width
+            if user == "admin":
+                tab.goto("/review/")
+                shot(tab, f"review_queue_{width}")
+            context.close()
+    finally:
+        connections.close_all()  # see the page fixture
+    assert found == {}

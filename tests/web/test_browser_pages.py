@@ -5,11 +5,13 @@ or a laptop's width.
 Screenshots go to /tmp/shots/.
 """
 
+from datetime import timedelta
+
 import pytest
 from django.db import connections
+from django.utils import timezone
 
-from gpu_requests import actions
-from tests.factories import next_week, submit
+from tests.billing.ledger import meter, workload
 from tests.web.test_browser_daily import PAGES, company  # noqa: F401 - a fixture
 from tests.web.test_browser_journey import browser, log_in, page, shot  # noqa: F401
 
@@ -81,10 +83,33 @@ def overflowing_tables(tab):
     )
 
 
+@pytest.fixture
+def metered(company, vision, nlp, h100, a100):
+    """A few metered hours this month, so the Spend pages have rows in every table."""
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    held = (4 * 3600, 3 * 3600, 3600, 0)  # GPU-seconds: allocated, active, idle, unmetered
+    shapes = [
+        (vision, h100, "vision", "train-detector-with-a-long-name-0"),
+        (vision, a100, "vision", "notebook"),
+        (nlp, a100, "nlp", "finetune-llama"),
+    ]
+    # One write per hour: writing an hour again replaces it.
+    meter(
+        hour,
+        teams={(team, flavor): held for team, flavor, _, _ in shapes},
+        workloads={
+            (team, ns, "Job", name, flavor): workload(*held, gpus=4)
+            for team, flavor, ns, name in shapes
+        },
+    )
+    return company
+
+
 @pytest.mark.parametrize("width", [390, 1440])
-def test_no_table_is_cut_off(browser, live_server, company, width):  # noqa: F811
+def test_no_table_is_cut_off(browser, live_server, metered, width):  # noqa: F811
     """At a laptop's width every table fits; at a phone's, a table that cannot scrolls
     in its card, which shades the edge that hides columns."""
+    company = metered
     long_one = company["pending"][-1]
     pages = PAGES + [
         ("alice", f"/requests/{long_one.pk}/"),
@@ -115,9 +140,13 @@ def test_no_table_is_cut_off(browser, live_server, company, width):  # noqa: F81
                 page_width = tab.evaluate("document.documentElement.scrollWidth")
                 if page_width > width:
                     found[user, path, "page"] = page_width
+            tab.goto("/billing/")
+            shot(tab, f"spend_{user}_{width}")
             if user == "admin":
                 tab.goto("/review/")
                 shot(tab, f"review_queue_{width}")
+                tab.goto("/cluster/")
+                shot(tab, f"cluster_{width}")
             context.close()
     finally:
         connections.close_all()  # see the page fixture

@@ -69,6 +69,17 @@ def test_form_errors_are_shown_by_their_fields(client, ready, vision, h100):
     assert not BatchJob.objects.exists()
 
 
+def test_a_nul_in_an_environment_value_is_named_as_such(client, ready, vision, h100):
+    client.force_login(ready)
+    response = client.post(
+        "/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk, env="BATCH=6\x004")
+    )
+    errors = response.content.decode().split('id="errors-env">')[1].split("</div>")[0]
+    assert "BATCH: the value holds a NUL character" in errors
+    assert "at most" not in errors
+    assert not BatchJob.objects.exists()
+
+
 def test_calendar_and_detail_show_the_plan(client, ready, vision, h100, admin_user):
     client.force_login(ready)
     client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))

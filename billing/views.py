@@ -22,8 +22,9 @@ def _team_for_user(user, slug):
 
 
 def _month(request):
+    """(month shown, the current month when its first days were passed over)."""
     try:
-        return reports.Month.parse(request.GET.get("month"))
+        return reports.Month.opened(request.GET.get("month"))
     except ValueError as exc:
         raise Http404(str(exc)) from None
 
@@ -61,8 +62,12 @@ def overview(request):
 
 @login_required
 def team_page(request, slug):
-    team = _team_for_user(request.user, slug)
-    month = _month(request)
+    # One query: the team, and the others whose pages the viewer may switch to.
+    teams = list(quota_actions.teams_for(request.user).distinct().order_by("name"))
+    team = next((t for t in teams if t.slug == slug), None)
+    if team is None:
+        raise Http404("No such team.")
+    month, passed_over = _month(request)
     report = reports.team_report(team, month)
     table = request.GET.get("export")
     if table == "flavors":
@@ -87,10 +92,8 @@ def team_page(request, slug):
             "cost",
         ]
         return _export(report["top_idle"], keys, f"{slug}-{month.label}-workloads.csv")
-    can_set_budget = (
-        quota_actions.can_review(request.user)
-        or team.memberships.filter(user=request.user, role="manager").exists()
-    )
+    reviewer = quota_actions.can_review(request.user)
+    can_set_budget = reviewer or team.memberships.filter(user=request.user, role="manager").exists()
     return render(
         request,
         "billing/team.html",
@@ -106,6 +109,10 @@ def team_page(request, slug):
                 initial={"monthly_amount": getattr(report["budget"], "monthly_amount", None)}
             ),
             "can_set_budget": can_set_budget,
+            "passed_over": passed_over,
+            # Members of several teams switch between them; admins, who may see every
+            # team, go through the all-teams page instead.
+            "switch_teams": teams if len(teams) > 1 and not reviewer else [],
         },
     )
 
@@ -153,7 +160,7 @@ def workload_page(request, slug, namespace, kind, name):
 def admin_page(request):
     if not quota_actions.can_review(request.user):
         raise PermissionDenied("Only platform admins see every team's spend.")
-    month = _month(request)
+    month, passed_over = _month(request)
     sort = request.GET.get("sort", "spend")
     if sort not in reports.TEAM_SORTS:
         sort = "spend"
@@ -195,6 +202,7 @@ def admin_page(request):
             "utilisation": utilisation,
             "pending": pending,
             "pending_count": pending_count,
+            "passed_over": passed_over,
             "metering": _metering_status(),
             "charge": settings.PORTAL_BILLING_CHARGE,
             "currency": settings.PORTAL_CURRENCY,

@@ -55,6 +55,9 @@ def job_list(request):
         messages.error(request, " ".join(str(m) for ms in exc.detail.values() for m in ms))
         jobs = jobs.none()
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    now = clock.now()
+    for job in page:
+        job.actual = actions.actual(job, now)
     context = {
         "page": page,
         "statuses": BatchJob.Status.choices,
@@ -94,6 +97,7 @@ def job_detail(request, pk):
     job = _get_job_for_user(request.user, pk)
     context = {
         "job": job,
+        "actual": actions.actual(job, clock.now()),
         "events": job.events.select_related("actor"),
         "namespace": job_namespace(job.team),
         "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
@@ -116,5 +120,8 @@ def job_cancel(request, pk):
     except quota_actions.ActionError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Batch job #{job.pk} cancelled.")
+        done = f"Batch job #{job.pk} cancelled."
+        if job.started_at is not None:
+            done += " Its Job is deleted from the cluster; the GPU-time it held so far is charged."
+        messages.success(request, done)
     return redirect("batch_job_detail", pk=job.pk)

@@ -132,3 +132,15 @@ def test_batch_pages_and_the_form_speak_the_users_zone(client, ready, vision, h1
     assert "12:00 JST" in calendar and " UTC" not in calendar
     jobs = client.get("/batch/jobs/").content.decode()
     assert "JST" in jobs and " UTC" not in jobs
+
+
+def test_the_flavor_menu_offers_flavors_with_a_window_and_says_when_it_opens(
+    client, ready, vision, h100, a100
+):
+    client.force_login(ready)
+    page = client.get("/batch/jobs/new/").content.decode()
+    menu = page.split('name="flavor"')[1].split("</select>")[0]
+    assert "H100 80GB" in menu and "A100" not in menu  # Nights sets aside H100s only
+    assert re.search(
+        r"H100 80GB · [^<]* · (next window \w{3} \d\d \w{3} \d\d:\d\d|a window is open now)", menu
+    )

@@ -79,7 +79,14 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
             if flavor_id in flavor_ids:
                 held.extend(
                     quota_capacity.Reservation(
-                        window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus, WINDOW_SOURCE
+                        window.pk,
+                        flavor_id,
+                        None,
+                        o.opens_at,
+                        o.closes_at,
+                        gpus,
+                        WINDOW_SOURCE,
+                        window.name,
                     )
                     for o in found
                 )

@@ -237,7 +237,6 @@ def _timeline_chart(user, flavor):
     starts_at = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     ends_at = starts_at + timedelta(days=TIMELINE_DAYS)
     held = capacity.all_reservations([flavor.pk], starts_at, ends_at)
-    reviewer = actions.can_review(user)
     team_ids = {r.team_id for r in held if r.team_id is not None}
     names = dict(actions.teams_for(user).filter(pk__in=team_ids).values_list("pk", "name"))
     pending = (
@@ -251,8 +250,13 @@ def _timeline_chart(user, flavor):
         if isinstance(r, QuotaRequest):
             return f"{r.team.name} · {r.gpus} GPUs · #{r.pk}"
         if r.source != "quota":
-            return f"{r.source.title()} · {r.gpus} GPUs" if reviewer else None
+            # Batch windows are no team's: everyone sees them, by name.
+            return f"{r.name or r.source.capitalize()} ({r.source}) · {r.gpus} GPUs"
         return f"{names[r.team_id]} · {r.gpus} GPUs · #{r.pk}" if r.team_id in names else None
+
+    def lane_of(r):
+        # A recurring holder (a batch window) is one row, a segment per opening.
+        return None if isinstance(r, QuotaRequest) or r.source == "quota" else (r.source, r.pk)
 
     def link_of(r):
         if isinstance(r, QuotaRequest) or r.source == "quota":
@@ -268,6 +272,7 @@ def _timeline_chart(user, flavor):
         TIMELINE_DAYS,
         label_of=label_of,
         link_of=link_of,
+        lane_of=lane_of,
     )
 
 

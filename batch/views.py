@@ -1,11 +1,14 @@
 """Batch pages: the calendar, job list, job form and job detail. Views parse
 input and call `batch.actions`; htmx requests get the partial they swap."""
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError as FilterError
 
@@ -27,20 +30,43 @@ def _get_job_for_user(user, pk):
 
 @login_required
 def calendar_view(request):
+    """A week per flavor (?week=0, 1, ... within the planning horizon): each opening of a
+    window a block in its day, the planned jobs inside; the same as a table below."""
     now = clock.now()
     ends_at = now + actions.horizon()
+    weeks = max(actions.horizon().days // 7, 1)
+    shown = request.GET.get("week", "0")
+    shown = min(int(shown), weeks - 1) if shown.isdigit() and len(shown) < 4 else 0
     windows = actions.windows_with_occurrences(now, ends_at)
-    team_ids = [t.pk for t in quota_actions.teams_for(request.user)]
-    if quota_actions.can_review(request.user):
-        team_ids = []  # admins see the whole; a share is a member's view
+    reviewer = quota_actions.can_review(request.user)
+    team_ids = [] if reviewer else [t.pk for t in quota_actions.teams_for(request.user)]
+    # Admins see the whole; a share is a member's view.
     rows = calendar.occurrence_rows(windows, now, ends_at, team_ids=team_ids)
     by_flavor = {}
     for row in rows:
         for cell in row["flavors"]:
             by_flavor.setdefault(cell["flavor"], []).append({**row, "cell": cell})
+    zone = timezone.get_current_timezone()
+    first_day = timezone.localdate(now) + timedelta(days=7 * shown)
+    flavors = [
+        {
+            "flavor": flavor,
+            "rows": flavor_rows,
+            "week": calendar.week(
+                flavor_rows, first_day, zone, team_ids=set(team_ids), everyone=reviewer
+            ),
+        }
+        for flavor, flavor_rows in sorted(by_flavor.items(), key=lambda item: item[0].name)
+    ]
     context = {
-        "by_flavor": sorted(by_flavor.items(), key=lambda item: item[0].name),
+        "flavors": flavors,
         "days": actions.horizon().days,
+        "week_number": shown,
+        "weeks": weeks,
+        "first_day": first_day,
+        "last_day": first_day + timedelta(days=6),
+        "hours": [(hour, hour / 24 * 100) for hour in range(0, 24, 3)],
+        "reviewer": reviewer,
         "windows": BatchWindow.objects.prefetch_related("capacities__flavor"),
     }
     return render(request, "batch/calendar.html", context)

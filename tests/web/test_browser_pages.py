@@ -192,3 +192,77 @@ def test_the_small_things_hold_together(page, company, alice):  # noqa: F811
     assert header.locator("a[aria-current=page]").inner_text() == "API docs"
     page.wait_for_selector("#swagger-ui .info")
     shot(page, "api_docs_1440")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_batch_calendar_and_the_timeline_show_windows_by_name(
+    browser,  # noqa: F811
+    live_server,
+    company,  # noqa: F811
+    admin_user,
+    alice,
+    vision,
+    h100,
+    scheme,
+):
+    from datetime import time
+
+    from batch import actions as batch_actions
+    from batch.models import ImageRule
+
+    ImageRule.objects.create(prefix="nvcr.io/nvidia/")
+    batch_actions.save_window(
+        None,
+        by=admin_user,
+        capacity={h100: 4},
+        name="Nights",
+        timezone="UTC",
+        days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+        start_time=time(20),
+        end_time=time(4),
+        exceptions=[],
+        price_factor="0.5",
+    )
+    for name, minutes in (("embed", 120), ("eval", 60)):
+        batch_actions.submit(
+            by=alice,
+            team=vision,
+            flavor=h100,
+            name=name,
+            image="nvcr.io/nvidia/pytorch:24.05-py3",
+            gpus=2,
+            expected_runtime_minutes=minutes,
+            max_runtime_minutes=minutes,
+        )
+    batch_actions.replan()
+    try:
+        for width in (1440, 390):
+            context = browser.new_context(
+                base_url=live_server.url,
+                viewport={"width": width, "height": 900},
+                color_scheme=scheme,
+            )
+            tab = context.new_page()
+            tab.set_default_timeout(10_000)
+            log_in(tab, "alice")
+            tab.goto("/batch/")
+            week = tab.locator("#calendar-h100 .week")
+            assert week.locator(".week-day").count() == 7
+            assert week.locator("a.job.mine").count() >= 2
+            first = week.locator(".block").first
+            assert "Nights" in first.inner_text()
+            # The table stays, for screen readers and copying, behind a summary.
+            tab.click("#calendar-h100 summary")
+            assert tab.locator("#calendar-h100 table.data tbody tr").count() >= 7
+            shot(tab, f"batch_calendar_{width}_{scheme}")
+            tab.goto("/timeline/?flavor=h100")
+            chart = tab.locator("#timeline-h100")
+            assert chart.locator("g.bar.window").count() >= 28
+            assert chart.locator("text.lane-label").all_text_contents() == [
+                "Nights (batch window) · 4 GPUs"
+            ]
+            assert chart.locator(".legend").is_visible()
+            shot(tab, f"timeline_window_{width}_{scheme}")
+            context.close()
+    finally:
+        connections.close_all()  # see the page fixture

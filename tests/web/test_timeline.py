@@ -92,7 +92,8 @@ def test_a_batch_window_is_one_named_row_with_a_segment_per_opening(
             )
         )
         assert len(rows) == 1  # one row
-        assert chart.count(">Nights (batch window) · 4 GPUs</text>") == 1  # named once
+        # Named once, over its segments.
+        assert chart.count('class="lane-label">Nights (batch window) · 4 GPUs</text>') == 1
         assert "Nights (batch window) · 4 GPUs: " in chart  # every segment's tooltip
         assert "Vision · 2 GPUs · #" in chart
         legend = chart.split('aria-label="Legend"')[1]

@@ -31,7 +31,7 @@ def _month(request):
 
 def _metering_status():
     """What the pages say about where the figures come from."""
-    return {"configured": bool(settings.PORTAL_PROMETHEUS_URL)}
+    return {"configured": bool(settings.PORTAL_PROMETHEUS_URL), "on_hold": actions.on_hold()}
 
 
 def _csv(filename, header, rows):

@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -136,7 +137,7 @@ def main():
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
     # Billing's Prometheus (if installed): its settings reach web, worker and beat.
-    billing_env, billing_commands, billing_lines = billing_demo.plan(
+    billing_env, billing_commands, billing_lines, billing_background = billing_demo.plan(
         VAR_DIR, KUBESIM_PORT, PROMETHEUS_PORT
     )
     for key, value in billing_env.items():
@@ -204,6 +205,9 @@ Press Ctrl-C to stop.
 """,
             flush=True,
         )
+        if billing_background is not None:
+            # The portal answers meanwhile; the thread ends with the demo.
+            threading.Thread(target=billing_background, args=(say,), daemon=True).start()
         while not stopping:
             now = time.monotonic()
             for service in services:

@@ -37,19 +37,33 @@ A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig.strat
 L4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
 
 
-def demo_workload(days):
-    """What the demo teams ran: a daily trainer, an idle notebook, MIG and spot jobs."""
+def demo_workload(days, start=None):
+    """What the demo teams ran, each with its habits: vision trains well (long jobs
+    keeping their H100s busy); nlp leaves A100 notebooks up through the nights (busy
+    9-18 UTC) and idle through the weekends, next to a steady MIG fine-tune and bursty
+    evaluations on L4. (speech holds quota it does not use: seed_demo's request.)"""
     daily = {"every": "1d", "count": days}
+    weeks = {"every": "7d", "count": days // 7 + 2}
+    # Hours from `start` (a UTC midnight) to its next Monday and Saturday.
+    weekday = start.weekday() if start else 0
+    monday = (7 - weekday) % 7 * 24
+    saturday = (5 - weekday) % 7 * 24
     return {
         "threshold": 0.05,
         "namespaces": [{"name": "vision", "team": "vision"}, {"name": "nlp", "team": "nlp"}],
         "workloads": [
             {"namespace": "vision", "name": "train", "kind": "Job", "gpus": 4,
-             "nodeSelector": H100, "start": "+8h", "duration": "10h", "profile": "daily",
-             "busyHours": "09:00-15:00", "util": 85, "fbUsed": 60000, "repeat": daily},
-            {"namespace": "vision", "name": "notebook", "gpus": 2, "nodeSelector": A100,
-             "start": "+9h", "duration": "8h", "profile": "idle-after", "idleAfter": "1h",
-             "util": 40, "fbUsed": 9000, "repeat": daily},
+             "nodeSelector": H100, "start": "+8h", "duration": "10h", "profile": "busy",
+             "util": 92, "fbUsed": 71000, "repeat": daily},
+            {"namespace": "vision", "name": "eval", "kind": "Job", "gpus": 1,
+             "nodeSelector": A100, "start": "+19h", "duration": "1h", "profile": "constant",
+             "util": 75, "fbUsed": 30000, "repeat": daily},
+            {"namespace": "nlp", "name": "notebook", "gpus": 2, "nodeSelector": A100,
+             "start": f"+{monday + 8}h", "duration": "4d16h", "profile": "daily",
+             "busyHours": "09:00-18:00", "util": 35, "fbUsed": 9000, "repeat": weeks},
+            {"namespace": "nlp", "name": "notebook-weekend", "gpus": 2, "nodeSelector": A100,
+             "start": f"+{saturday}h", "duration": "2d8h", "profile": "idle",
+             "fbUsed": 9000, "repeat": weeks},
             {"namespace": "nlp", "name": "finetune", "kind": "Job",
              "resource": "nvidia.com/mig-3g.40gb", "gpus": 2, "start": "+2h",
              "duration": "20h", "profile": "constant", "util": 55, "repeat": daily},
@@ -100,7 +114,7 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=pr
     start = (end - timedelta(days=days)).replace(hour=0)
     var_dir = Path(var_dir)
     workload = var_dir / "history-workload.json"
-    workload.write_text(json.dumps(demo_workload(days + 1)))
+    workload.write_text(json.dumps(demo_workload(days + 1, start)))
     out = var_dir / "history.om"
     staging = var_dir / "history-blocks"
     shutil.rmtree(staging, ignore_errors=True)

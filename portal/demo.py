@@ -191,7 +191,7 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   API docs    http://127.0.0.1:{WEB_PORT}/api/docs/
   Logins      admin / demo  (platform admin, reviews requests)
               alice / demo  (team vision)   carol / demo  (team vision, manager)
-              bob / demo    (team nlp)
+              bob / demo    (team nlp)      dave / demo   (team speech, manager)
   Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}   (KUBESIM_PORT={KUBESIM_PORT})
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/

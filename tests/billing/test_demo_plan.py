@@ -1,9 +1,11 @@
 """What `make demo` does for billing, with and without Prometheus on the PATH."""
 
+import json
 import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,39 @@ def test_a_first_demo_holds_metering_until_the_history_is_in_prometheus(
     # Was about six minutes (promtool at 2-hour blocks); generation, blocks and
     # Prometheus' next look at its directory (once a minute) now fit in two.
     assert took < 120, said
+
+
+def test_the_demo_teams_have_habits_of_their_own(tmp_path):
+    """vision keeps its H100s busy; nlp's A100 notebooks idle through nights and
+    weekends (as the exact answer of kubesim's history for two weeks says)."""
+    start = datetime(2026, 11, 4, tzinfo=UTC)  # a Wednesday
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps(demo.demo_workload(15, start)))
+    subprocess.run(
+        [sys.executable, "-m", "kubesim", "history", "--cluster", str(demo.DEMO_CLUSTER),
+         "--workload", str(workload), "--from", "2026-11-04T00:00:00Z",
+         "--to", "2026-11-18T00:00:00Z", "--out", str(tmp_path / "h.om"),
+         "--step", "1800s", "--metrics", demo.HISTORY_METRICS],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    rows = json.loads((tmp_path / "h.answer.json").read_text())["rows"]
+
+    def idle_share(rows):
+        busy = sum(r["busy_gpu_minutes"] for r in rows)
+        idle = sum(r["idle_gpu_minutes"] for r in rows)
+        return idle / (busy + idle)
+
+    train = [r for r in rows if r["namespace"] == "vision" and r["pod"].startswith("train-")]
+    notebooks = [r for r in rows if r["namespace"] == "nlp" and r["pod"].startswith("notebook")]
+    assert train and idle_share(train) < 0.05
+    assert idle_share(notebooks) > 0.6
+
+    def at(row):
+        return datetime.fromisoformat(row["hour"].replace("Z", "+00:00"))
+
+    weekend = [r for r in notebooks if at(r).weekday() >= 5]
+    nights = [r for r in notebooks if at(r).weekday() < 5 and not 9 <= at(r).hour < 18]
+    days = [r for r in notebooks if at(r).weekday() < 5 and 10 <= at(r).hour < 17]
+    assert weekend and idle_share(weekend) == 1
+    assert nights and idle_share(nights) > 0.9
+    assert days and idle_share(days) == 0

@@ -162,7 +162,7 @@ def test_the_calendar_is_a_week_per_flavor_with_the_planned_jobs_inside(
     )
     # Every night 22:00-06:00 in New York (03:00-11:00 UTC): a block a day, from now on.
     assert 6 <= week.count('class="block"') <= 7
-    assert "<strong>Nights</strong>" in week and "/8 GPUs" in week
+    assert "<strong>Nights</strong>" in week and "</strong> of 8 GPUs" in week
     mine = re.search(rf'<a href="/batch/jobs/{job.pk}/" class="job mine" style="top: [\d.]+%', week)
     assert mine is not None
     assert "yours 100 %" in week

@@ -37,7 +37,7 @@ A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig.strat
 L4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
 
 
-def demo_workload(days, start=None):
+def demo_workload(days, start=None, end=None):
     """What the demo teams ran, each with its habits: vision trains well (long jobs
     keeping their H100s busy); nlp leaves A100 notebooks up through the nights (busy
     9-18 UTC) and idle through the weekends, next to a steady MIG fine-tune and bursty
@@ -46,12 +46,10 @@ def demo_workload(days, start=None):
     weeks = {"every": "7d", "count": days // 7 + 2}
     # Hours from `start` (a UTC midnight) to its next Monday and Saturday.
     weekday = start.weekday() if start else 0
+    hours = (end - start).total_seconds() / 3600 if start and end else days * 24
     monday = (7 - weekday) % 7 * 24
     saturday = (5 - weekday) % 7 * 24
-    return {
-        "threshold": 0.05,
-        "namespaces": [{"name": "vision", "team": "vision"}, {"name": "nlp", "team": "nlp"}],
-        "workloads": [
+    workloads = [
             {"namespace": "vision", "name": "train", "kind": "Job", "gpus": 4,
              "nodeSelector": H100, "start": "+8h", "duration": "10h", "profile": "busy",
              "util": 92, "fbUsed": 71000, "repeat": daily},
@@ -70,8 +68,13 @@ def demo_workload(days, start=None):
             {"namespace": "nlp", "name": "eval", "kind": "Job", "gpus": 1, "nodeSelector": L4,
              "start": "+12h", "duration": "6h", "profile": "bursty", "util": 70,
              "repeat": daily},
-        ],
-    }  # fmt: skip
+    ]  # fmt: skip
+    return {
+        "threshold": 0.05,
+        "namespaces": [{"name": "vision", "team": "vision"}, {"name": "nlp", "team": "nlp"}],
+        # A few days' history may end before the first Monday or Saturday comes.
+        "workloads": [w for w in workloads if int(w["start"][1:-1]) < hours],
+    }
 
 
 def prometheus_config(var_dir, kubesim_port):
@@ -114,7 +117,7 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=pr
     start = (end - timedelta(days=days)).replace(hour=0)
     var_dir = Path(var_dir)
     workload = var_dir / "history-workload.json"
-    workload.write_text(json.dumps(demo_workload(days + 1, start)))
+    workload.write_text(json.dumps(demo_workload(days + 1, start, end)))
     out = var_dir / "history.om"
     staging = var_dir / "history-blocks"
     shutil.rmtree(staging, ignore_errors=True)

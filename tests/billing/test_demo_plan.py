@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -86,12 +86,24 @@ def test_a_first_demo_holds_metering_until_the_history_is_in_prometheus(
     assert took < 120, said
 
 
+@pytest.mark.parametrize("days", [1, 2, 3, 4, 5, 6, 7])
+def test_a_short_history_starting_any_day_of_the_week_is_valid(tmp_path, days):
+    """Whatever day the demo starts on, every workload starts within the period."""
+    for weekday in range(7):
+        start = datetime(2026, 11, 2 + weekday, tzinfo=UTC)
+        end = start + timedelta(days=days, hours=5)
+        found = demo.demo_workload(days + 1, start, end)["workloads"]
+        starts = [int(w["start"][1:-1]) for w in found]
+        assert all(0 <= hours < (end - start).total_seconds() / 3600 for hours in starts)
+        assert {w["name"] for w in found} >= {"train", "finetune", "eval"}
+
+
 def test_the_demo_teams_have_habits_of_their_own(tmp_path):
     """vision keeps its H100s busy; nlp's A100 notebooks idle through nights and
     weekends (as the exact answer of kubesim's history for two weeks says)."""
-    start = datetime(2026, 11, 4, tzinfo=UTC)  # a Wednesday
+    start, end = datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 18, tzinfo=UTC)  # Weds
     workload = tmp_path / "workload.json"
-    workload.write_text(json.dumps(demo.demo_workload(15, start)))
+    workload.write_text(json.dumps(demo.demo_workload(15, start, end)))
     subprocess.run(
         [sys.executable, "-m", "kubesim", "history", "--cluster", str(demo.DEMO_CLUSTER),
          "--workload", str(workload), "--from", "2026-11-04T00:00:00Z",

@@ -79,7 +79,14 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
             if flavor_id in flavor_ids:
                 held.extend(
                     quota_capacity.Reservation(
-                        window.pk, flavor_id, None, o.opens_at, o.closes_at, gpus, WINDOW_SOURCE
+                        window.pk,
+                        flavor_id,
+                        None,
+                        o.opens_at,
+                        o.closes_at,
+                        gpus,
+                        WINDOW_SOURCE,
+                        window.name,
                     )
                     for o in found
                 )
@@ -295,22 +302,64 @@ def submit(*, by, team, flavor, window=None, occurrence=None, **fields):
     return job
 
 
+CANCELLABLE = (*BatchJob.PLANNABLE, *BatchJob.HOLDING)
+
+
 @transaction.atomic
 def cancel(job, *, by, reason=""):
+    """Cancel a waiting or running job. On the cluster, its Job is deleted (the sync)
+    and the GPU-time it held so far is recorded as used, as when a job finishes."""
     if not can_cancel(by, job):
         raise NotAllowed("Only the submitter, a team manager or an admin can cancel this job.")
+    now = clock.now()
+    job.refresh_from_db(fields=["status", "started_at", "released_at"])
+    fields = {"finished_at": now}
+    running = job.status in BatchJob.HOLDING
+    if running:
+        started = job.started_at or job.released_at or now
+        fields["used_gpu_seconds"] = used_gpu_seconds(job, started, now)
     _move(
         job,
         to=Status.CANCELLED,
-        allowed_from=list(BatchJob.PLANNABLE),
+        # The status just read: a job that moved meanwhile is refused, not mis-charged.
+        allowed_from=[job.status] if job.status in CANCELLABLE else list(CANCELLABLE),
         action="cancel",
         actor=by,
         reason=reason,
-        finished_at=clock.now(),
+        **fields,
     )
     batch_cluster.changed([job.pk])
+    if running:
+        hooks.quota_changed(job.team_id)  # its batch allotment ends with it
     transaction.on_commit(lambda: request_plan("job cancelled"))
     return job
+
+
+def used_gpu_seconds(job, started, now):
+    """GPU-seconds a job held from `started` to `now`: every pod's GPUs."""
+    return max(int((now - started).total_seconds()), 0) * job.total_gpus
+
+
+def actual(job, now):
+    """What a job that ran cost and how long it ran (so far, while it runs), or None.
+
+    Its GPU-hours at the flavor's price with the factors of its window, as its
+    estimate was priced; no query (the window comes with the job)."""
+    runtime = job.runtime(now)
+    if runtime is None or job.status in BatchJob.PLANNABLE:
+        return None  # never started, or back in the queue after a reclaim
+    if job.is_finished:
+        gpu_seconds = job.used_gpu_seconds
+    else:
+        gpu_seconds = used_gpu_seconds(job, job.started_at, now)
+    factor = Decimal(1)
+    if job.window is not None:
+        factor = job.window.price_factor
+        if job.spot_allowed and job.window.spot_allowed:
+            factor *= settings.PORTAL_BATCH_SPOT_FACTOR
+    gpu_hours = Decimal(gpu_seconds) / Decimal(3600)
+    cost = (gpu_hours * job.flavor.price_per_gpu_hour * factor).quantize(CENT, ROUND_HALF_UP)
+    return {"runtime": runtime, "gpu_hours": gpu_hours, "cost": cost}
 
 
 # --- planning ---

@@ -2,6 +2,7 @@
 the batch capacity, the most GPUs planned at any instant, and a team's share."""
 
 from collections import defaultdict
+from datetime import datetime, time, timedelta
 
 from batch.models import BatchJob
 from batch.occurrences import label
@@ -17,7 +18,8 @@ COUNTED = (
 
 
 def _planned(window_ids, starts_at, ends_at):
-    """{(window id, opens_at, flavor id): [(start, end, gpus, team id)]}. One query."""
+    """{(window id, opens_at, flavor id): [(start, end, gpus, team id, job id, name)]}.
+    One query."""
     rows = (
         BatchJob.objects.filter(
             window_id__in=window_ids,
@@ -36,26 +38,28 @@ def _planned(window_ids, starts_at, ends_at):
             "gpus",
             "parallelism",
             "team_id",
+            "pk",
+            "name",
         )
     )
     found = defaultdict(list)
-    for window_id, opens_at, flavor_id, start, end, finished, gpus, pods, team_id in rows:
+    for window_id, opens_at, flavor_id, start, end, finished, gpus, pods, *rest in rows:
         if finished is not None:
             end = min(end, finished)
-        found[(window_id, opens_at, flavor_id)].append((start, end, gpus * pods, team_id))
+        found[(window_id, opens_at, flavor_id)].append((start, end, gpus * pods, *rest))
     return found
 
 
 def _peak(intervals):
-    points = {start for start, _, _, _ in intervals}
-    return max((sum(g for s, e, g, _ in intervals if s <= t < e) for t in points), default=0)
+    points = {start for start, *_ in intervals}
+    return max((sum(g for s, e, g, *_ in intervals if s <= t < e) for t in points), default=0)
 
 
 def _share(intervals, team_ids):
-    total = sum((e - s).total_seconds() * g for s, e, g, _ in intervals)
+    total = sum((e - s).total_seconds() * g for s, e, g, *_ in intervals)
     if not total or not team_ids:
         return None
-    mine = sum((e - s).total_seconds() * g for s, e, g, t in intervals if t in team_ids)
+    mine = sum((e - s).total_seconds() * g for s, e, g, t, *_ in intervals if t in team_ids)
     return round(100 * mine / total)
 
 
@@ -77,6 +81,7 @@ def occurrence_rows(windows, starts_at, ends_at, *, team_ids=()):
                         "planned": _peak(intervals),
                         "jobs": len(intervals),
                         "share": _share(intervals, set(team_ids)),
+                        "intervals": intervals,
                     }
                 )
             rows.append(
@@ -112,3 +117,66 @@ def window_occurrences(window, starts_at, ends_at):
         }
         for row in occurrence_rows([(window, found, capacity)], starts_at, ends_at)
     ]
+
+
+# --- the week view: a column per day, a block per opening, the planned jobs inside ---
+
+JOB_LANES = 5  # jobs side by side in a block; more share lanes
+
+
+def week(rows, first_day, zone, *, team_ids, everyone):
+    """Seven day columns from `first_day` (a date in `zone`) for one flavor's `rows`
+    (occurrence_rows entries with their flavor's `cell`). Pure: geometry in percent of
+    a day (blocks) and of a block (jobs). A job of another team is drawn unnamed
+    unless `everyone` (admins)."""
+    days = []
+    for offset in range(7):
+        day = first_day + timedelta(days=offset)
+        starts = datetime.combine(day, time(0), zone)
+        ends = datetime.combine(day + timedelta(days=1), time(0), zone)
+        span = (ends - starts).total_seconds()
+        blocks = []
+        for row in rows:
+            occurrence, cell = row["occurrence"], row["cell"]
+            first, last = max(occurrence.opens_at, starts), min(occurrence.closes_at, ends)
+            if first >= last:
+                continue
+            blocks.append(
+                {
+                    "window": row["window"],
+                    "label": row["label"],
+                    "top": (first - starts).total_seconds() / span * 100,
+                    "height": (last - first).total_seconds() / span * 100,
+                    "hours": f"{first.astimezone(zone):%H:%M}–"
+                    + ("24:00" if last == ends else f"{last.astimezone(zone):%H:%M}"),
+                    "capacity": cell["capacity"],
+                    "planned": cell["planned"],
+                    "share": cell["share"],
+                    "jobs": _jobs_in(cell["intervals"], first, last, zone, team_ids, everyone),
+                }
+            )
+        days.append({"day": day, "starts": starts, "blocks": blocks})
+    return days
+
+
+def _jobs_in(intervals, first, last, zone, team_ids, everyone):
+    span = (last - first).total_seconds()
+    jobs = []
+    for lane, (start, end, gpus, team_id, pk, name) in enumerate(sorted(intervals)):
+        start, end = max(start, first), min(end, last)
+        if start >= end:
+            continue
+        mine = team_id in team_ids
+        jobs.append(
+            {
+                "pk": pk if mine or everyone else None,
+                "name": name if mine or everyone else "another team's job",
+                "gpus": gpus,
+                "mine": mine,
+                "hours": f"{start.astimezone(zone):%H:%M} to {end.astimezone(zone):%H:%M}",
+                "top": (start - first).total_seconds() / span * 100,
+                "height": max((end - start).total_seconds() / span * 100, 2),
+                "left": 46 + (lane % JOB_LANES) * 10,  # percent of the block; its label is left
+            }
+        )
+    return jobs

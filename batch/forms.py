@@ -5,6 +5,7 @@ import re
 from datetime import UTC, datetime
 
 from django import forms
+from django.conf import settings
 from django.utils import timezone
 
 from batch import actions
@@ -58,10 +59,27 @@ class EnvField(LinesField):
         )
 
 
+class WindowFlavorField(FlavorChoiceField):
+    """A flavor, with when its next batch window opens (`next_open`: {flavor id: instant})."""
+
+    next_open = {}
+    now = None
+
+    def label_from_instance(self, flavor):
+        opens = self.next_open.get(flavor.pk)
+        if opens is None:
+            when = f"no window in the next {settings.PORTAL_BATCH_HORIZON_DAYS} days"
+        elif opens <= self.now:
+            when = "a window is open now"
+        else:
+            when = f"next window {timezone.localtime(opens):%a %d %b %H:%M %Z}"
+        return f"{super().label_from_instance(flavor)} · {when}"
+
+
 class BatchJobForm(forms.Form):
     team = forms.ModelChoiceField(queryset=None)
     name = forms.CharField(max_length=100)
-    flavor = FlavorChoiceField(queryset=Flavor.objects.filter(is_active=True))
+    flavor = WindowFlavorField(queryset=Flavor.objects.filter(is_active=True))
     image = forms.CharField(max_length=512, help_text="e.g. nvcr.io/nvidia/pytorch:24.05-py3")
     command = LinesField(required=False, help_text="One item per line; not run by a shell.")
     args = LinesField(required=False, help_text="One argument per line.")
@@ -102,6 +120,26 @@ class BatchJobForm(forms.Form):
                 for o in found
             )
         self.fields["target"].choices = choices
+        self._offer_flavors_with_windows(now)
+
+    def _offer_flavors_with_windows(self, now):
+        """Only flavors some window sets aside, each saying when its next window opens."""
+        next_open = {}
+        for _, found, capacity in self.windows:
+            for flavor_id, gpus in capacity.items():
+                for occurrence in found:
+                    if gpus and occurrence.closes_at > now:
+                        known = next_open.get(flavor_id)
+                        if known is None or occurrence.opens_at < known:
+                            next_open[flavor_id] = occurrence.opens_at
+                        break
+                else:
+                    next_open.setdefault(flavor_id, None)
+        field = self.fields["flavor"]
+        field.queryset = field.queryset.filter(pk__in=next_open)
+        field.next_open, field.now = next_open, now
+        if not next_open:
+            field.empty_label = "No window sets GPUs aside for batch yet"
 
     def _target(self):
         value = self.cleaned_data.get("target") or ""

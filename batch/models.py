@@ -249,7 +249,15 @@ class BatchJob(models.Model):
 
     @property
     def can_cancel(self):
-        return self.status in self.PLANNABLE
+        """Waiting, or on the cluster (its Job is deleted and the time so far charged)."""
+        return self.status in self.PLANNABLE or self.status in self.HOLDING
+
+    def runtime(self, now):
+        """How long it has run (to `now` while it runs), or None if it never started."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at if self.is_finished else now
+        return max(end - self.started_at, timedelta(0)) if end else None
 
 
 class BatchJobEvent(models.Model):

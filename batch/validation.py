@@ -111,7 +111,9 @@ def env_errors(env):
                 )
             continue
         value = item["value"]
-        if not isinstance(value, str) or "\x00" in value or len(value) > MAX_ITEM_LENGTH:
+        if isinstance(value, str) and "\x00" in value:
+            errors.append(f"{name}: the value holds a NUL character, which is not allowed.")
+        elif not isinstance(value, str) or len(value) > MAX_ITEM_LENGTH:
             errors.append(
                 f"{name}: the value must be text of at most {MAX_ITEM_LENGTH} characters."
             )

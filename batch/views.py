@@ -1,11 +1,14 @@
 """Batch pages: the calendar, job list, job form and job detail. Views parse
 input and call `batch.actions`; htmx requests get the partial they swap."""
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError as FilterError
 
@@ -27,20 +30,43 @@ def _get_job_for_user(user, pk):
 
 @login_required
 def calendar_view(request):
+    """A week per flavor (?week=0, 1, ... within the planning horizon): each opening of a
+    window a block in its day, the planned jobs inside; the same as a table below."""
     now = clock.now()
     ends_at = now + actions.horizon()
+    weeks = max(actions.horizon().days // 7, 1)
+    shown = request.GET.get("week", "0")
+    shown = min(int(shown), weeks - 1) if shown.isdigit() and len(shown) < 4 else 0
     windows = actions.windows_with_occurrences(now, ends_at)
-    team_ids = [t.pk for t in quota_actions.teams_for(request.user)]
-    if quota_actions.can_review(request.user):
-        team_ids = []  # admins see the whole; a share is a member's view
+    reviewer = quota_actions.can_review(request.user)
+    team_ids = [] if reviewer else [t.pk for t in quota_actions.teams_for(request.user)]
+    # Admins see the whole; a share is a member's view.
     rows = calendar.occurrence_rows(windows, now, ends_at, team_ids=team_ids)
     by_flavor = {}
     for row in rows:
         for cell in row["flavors"]:
             by_flavor.setdefault(cell["flavor"], []).append({**row, "cell": cell})
+    zone = timezone.get_current_timezone()
+    first_day = timezone.localdate(now) + timedelta(days=7 * shown)
+    flavors = [
+        {
+            "flavor": flavor,
+            "rows": flavor_rows,
+            "week": calendar.week(
+                flavor_rows, first_day, zone, team_ids=set(team_ids), everyone=reviewer
+            ),
+        }
+        for flavor, flavor_rows in sorted(by_flavor.items(), key=lambda item: item[0].name)
+    ]
     context = {
-        "by_flavor": sorted(by_flavor.items(), key=lambda item: item[0].name),
+        "flavors": flavors,
         "days": actions.horizon().days,
+        "week_number": shown,
+        "weeks": weeks,
+        "first_day": first_day,
+        "last_day": first_day + timedelta(days=6),
+        "hours": [(hour, hour / 24 * 100) for hour in range(0, 24, 3)],
+        "reviewer": reviewer,
         "windows": BatchWindow.objects.prefetch_related("capacities__flavor"),
     }
     return render(request, "batch/calendar.html", context)
@@ -55,6 +81,9 @@ def job_list(request):
         messages.error(request, " ".join(str(m) for ms in exc.detail.values() for m in ms))
         jobs = jobs.none()
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    now = clock.now()
+    for job in page:
+        job.actual = actions.actual(job, now)
     context = {
         "page": page,
         "statuses": BatchJob.Status.choices,
@@ -94,6 +123,7 @@ def job_detail(request, pk):
     job = _get_job_for_user(request.user, pk)
     context = {
         "job": job,
+        "actual": actions.actual(job, clock.now()),
         "events": job.events.select_related("actor"),
         "namespace": job_namespace(job.team),
         "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
@@ -116,5 +146,8 @@ def job_cancel(request, pk):
     except quota_actions.ActionError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Batch job #{job.pk} cancelled.")
+        done = f"Batch job #{job.pk} cancelled."
+        if job.started_at is not None:
+            done += " Its Job is deleted from the cluster; the GPU-time it held so far is charged."
+        messages.success(request, done)
     return redirect("batch_job_detail", pk=job.pk)

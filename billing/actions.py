@@ -302,8 +302,24 @@ def closed_hours(now=None):
     )
 
 
+def on_hold():
+    """The first line of PORTAL_BILLING_HOLD_FILE while it exists (history is loading
+    into Prometheus), else None. One stat, no query."""
+    if not settings.PORTAL_BILLING_HOLD_FILE:
+        return None
+    try:
+        with open(settings.PORTAL_BILLING_HOLD_FILE, encoding="utf-8") as hold:
+            return hold.readline().strip()[:300] or "Prometheus is being backfilled."
+    except FileNotFoundError:
+        return None
+
+
 def ingest_closed_hours(now=None, limit=None):
-    """Ingest pending closed hours, oldest first; stop at the first outage."""
+    """Ingest pending closed hours, oldest first; stop at the first outage. Nothing
+    while on hold: an hour Prometheus has no samples for yet would be metered as zero."""
+    if (held := on_hold()) is not None:
+        log.info("billing: closed hours wait: %s", held)
+        return 0
     done = 0
     for hour in closed_hours(now)[: limit or settings.PORTAL_BILLING_HOURS_PER_RUN]:
         try:

@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,27 +40,44 @@ A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig.strat
 L4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
 
 
-def demo_workload(days):
-    """What the demo teams ran: a daily trainer, an idle notebook, MIG and spot jobs."""
+def demo_workload(days, start=None, end=None):
+    """What the demo teams ran, each with its habits: vision trains well (long jobs
+    keeping their H100s busy); nlp leaves A100 notebooks up through the nights (busy
+    9-18 UTC) and idle through the weekends, next to a steady MIG fine-tune and bursty
+    evaluations on L4. (speech holds quota it does not use: seed_demo's request.)"""
     daily = {"every": "1d", "count": days}
-    return {
-        "threshold": 0.05,
-        "namespaces": [{"name": "vision", "team": "vision"}, {"name": "nlp", "team": "nlp"}],
-        "workloads": [
+    weeks = {"every": "7d", "count": days // 7 + 2}
+    # Hours from `start` (a UTC midnight) to its next Monday and Saturday.
+    weekday = start.weekday() if start else 0
+    hours = (end - start).total_seconds() / 3600 if start and end else days * 24
+    monday = (7 - weekday) % 7 * 24
+    saturday = (5 - weekday) % 7 * 24
+    workloads = [
             {"namespace": "vision", "name": "train", "kind": "Job", "gpus": 4,
-             "nodeSelector": H100, "start": "+8h", "duration": "10h", "profile": "daily",
-             "busyHours": "09:00-15:00", "util": 85, "fbUsed": 60000, "repeat": daily},
-            {"namespace": "vision", "name": "notebook", "gpus": 2, "nodeSelector": A100,
-             "start": "+9h", "duration": "8h", "profile": "idle-after", "idleAfter": "1h",
-             "util": 40, "fbUsed": 9000, "repeat": daily},
+             "nodeSelector": H100, "start": "+8h", "duration": "10h", "profile": "busy",
+             "util": 92, "fbUsed": 71000, "repeat": daily},
+            {"namespace": "vision", "name": "eval", "kind": "Job", "gpus": 1,
+             "nodeSelector": A100, "start": "+19h", "duration": "1h", "profile": "constant",
+             "util": 75, "fbUsed": 30000, "repeat": daily},
+            {"namespace": "nlp", "name": "notebook", "gpus": 2, "nodeSelector": A100,
+             "start": f"+{monday + 8}h", "duration": "4d16h", "profile": "daily",
+             "busyHours": "09:00-18:00", "util": 35, "fbUsed": 9000, "repeat": weeks},
+            {"namespace": "nlp", "name": "notebook-weekend", "gpus": 2, "nodeSelector": A100,
+             "start": f"+{saturday}h", "duration": "2d8h", "profile": "idle",
+             "fbUsed": 9000, "repeat": weeks},
             {"namespace": "nlp", "name": "finetune", "kind": "Job",
              "resource": "nvidia.com/mig-3g.40gb", "gpus": 2, "start": "+2h",
              "duration": "20h", "profile": "constant", "util": 55, "repeat": daily},
             {"namespace": "nlp", "name": "eval", "kind": "Job", "gpus": 1, "nodeSelector": L4,
              "start": "+12h", "duration": "6h", "profile": "bursty", "util": 70,
              "repeat": daily},
-        ],
-    }  # fmt: skip
+    ]  # fmt: skip
+    return {
+        "threshold": 0.05,
+        "namespaces": [{"name": "vision", "team": "vision"}, {"name": "nlp", "team": "nlp"}],
+        # A few days' history may end before the first Monday or Saturday comes.
+        "workloads": [w for w in workloads if int(w["start"][1:-1]) < hours],
+    }
 
 
 def prometheus_config(var_dir, kubesim_port):
@@ -84,15 +103,29 @@ def _history_supported(python):
     return probe.returncode == 0 and b"openmetrics" in probe.stdout.lower()
 
 
-def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS):
-    """Generate `days` of demo history and turn it into blocks under `data`."""
+# promtool parses its whole input once per block it writes: at Prometheus' default
+# 2-hour blocks a month took 360 passes (six minutes); ten-day blocks take three.
+# (Prometheus reads blocks of up to a tenth of its retention; the demo keeps 400 days.)
+HISTORY_BLOCK = "240h"
+HISTORY_LOADED = "history-loaded"  # under var/: written once Prometheus has the history
+# Prometheus looks for new blocks in its data directory once a minute.
+BLOCKS_SEEN_WITHIN = 120
+
+
+def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=print):
+    """Generate `days` of demo history and add it to `data` as TSDB blocks: written
+    beside it, then moved in whole (a running Prometheus takes them at its next look)."""
     now = now or datetime.now(UTC)
     end = now.replace(minute=0, second=0, microsecond=0)
     start = (end - timedelta(days=days)).replace(hour=0)
-    workload = Path(var_dir) / "history-workload.json"
-    workload.write_text(json.dumps(demo_workload(days + 1)))
-    out = Path(var_dir) / "history.om"
+    var_dir = Path(var_dir)
+    workload = var_dir / "history-workload.json"
+    workload.write_text(json.dumps(demo_workload(days + 1, start, end)))
+    out = var_dir / "history.om"
+    staging = var_dir / "history-blocks"
+    shutil.rmtree(staging, ignore_errors=True)
     began = time.monotonic()
+    progress(f"history: generating {days} days of GPU samples from {start:%Y-%m-%d} (1/3)")
     subprocess.run(
         [python, "-m", "kubesim", "history", "--cluster", str(DEMO_CLUSTER),
          "--workload", str(workload),
@@ -101,21 +134,74 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS):
          "--step", f"{HISTORY_STEP}s", "--metrics", HISTORY_METRICS],
         check=True, capture_output=True, timeout=1800,
     )  # fmt: skip
+    size = out.stat().st_size / 2**20
+    progress(f"history: writing Prometheus blocks from {size:.0f} MiB of samples (2/3)")
     subprocess.run(
         [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from", "openmetrics",
-         str(out), str(data)],
+         f"--max-block-duration={HISTORY_BLOCK}", str(out), str(staging)],
         check=True, capture_output=True, timeout=1800,
     )  # fmt: skip
     out.unlink()
-    (Path(var_dir) / HISTORY_END_FILE).write_text(end.isoformat())
+    data.mkdir(parents=True, exist_ok=True)
+    blocks = [block for block in staging.iterdir() if (block / "meta.json").is_file()]
+    for block in blocks:
+        block.rename(data / block.name)  # one directory each, on one filesystem: whole
+    shutil.rmtree(staging, ignore_errors=True)
+    progress(f"history: {len(blocks)} blocks in {data} (3/3)")
+    (var_dir / HISTORY_END_FILE).write_text(end.isoformat())
     return start, time.monotonic() - began
 
 
 HISTORY_END_FILE = "history-end"
 
 
+def _prometheus_has(url, instant):
+    """True once Prometheus answers for `instant` (it has the history's blocks)."""
+    query = urllib.parse.urlencode(
+        {"query": "count(kube_node_status_allocatable)", "time": instant.timestamp()}
+    )
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as response:
+            return bool(json.load(response)["data"]["result"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def load_history_in_background(python, var_dir, data, url, hold, say, now=None):
+    """`make demo`'s history load, in a thread while the portal already answers:
+    progress on the console and in the hold file (shown on the Spend pages, and
+    keeping the beat from metering hours Prometheus has no samples for yet), which
+    goes once Prometheus answers for the history."""
+    var_dir, hold = Path(var_dir), Path(hold)
+
+    def progress(line):
+        say(line)
+        hold.write_text(f"{line.removeprefix('history: ').capitalize()}.\n")
+
+    began = time.monotonic()
+    try:
+        start, _ = load_history(python, var_dir, data, now=now, progress=progress)
+        deadline = time.monotonic() + BLOCKS_SEEN_WITHIN
+        while not _prometheus_has(url, start + timedelta(hours=12)):
+            if time.monotonic() > deadline:
+                say(f"history: Prometheus at {url} does not show it yet; metering goes on")
+                break
+            time.sleep(2)
+        else:
+            (var_dir / HISTORY_LOADED).write_text(f"{start.isoformat()}\n")
+            say(
+                f"history: {HISTORY_DAYS} days from {start:%Y-%m-%d} in Prometheus "
+                f"({time.monotonic() - began:.0f} s); the beat meters them now"
+            )
+    except (OSError, subprocess.SubprocessError) as exc:
+        say(f"history: not loaded ({exc}); usage appears as hours close")
+    finally:
+        hold.unlink(missing_ok=True)
+
+
 def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
-    """(env for the portal's processes, {name: command}, lines to print)."""
+    """(env for the portal's processes, {name: command}, lines to print, and what to run
+    in the background once they are up (a function of the console's `say`), or None)."""
     var_dir = Path(var_dir)
     # DEMO_PROMETHEUS=off runs the demo without metering (the runner's own tests).
     binary = shutil.which("prometheus") if os.environ.get("DEMO_PROMETHEUS") != "off" else None
@@ -127,14 +213,18 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
                 "Billing     no `prometheus` on the PATH: the Spend pages show no usage.",
                 "            Install it (apt-get install prometheus) and run make demo again.",
             ],
+            None,
         )
     data = var_dir / "prometheus"
     config = var_dir / "prometheus.yml"
     config.write_text(prometheus_config(var_dir, kubesim_port))
     lines = [
-        f"Billing     Prometheus at http://127.0.0.1:{prometheus_port}/ scraping kubesim "
-        f"every {SCRAPE_INTERVAL} ({binary}); logs in {var_dir}/prometheus.log",
+        f"Billing     Prometheus at http://127.0.0.1:{prometheus_port}/   "
+        f"(PROMETHEUS_PORT={prometheus_port})",
+        f"            scraping kubesim every {SCRAPE_INTERVAL} ({binary}); "
+        f"logs in {var_dir}/prometheus.log",
     ]
+    hold = var_dir / "history-loading"
     env = {
         "PORTAL_PROMETHEUS_URL": f"http://127.0.0.1:{prometheus_port}",
         # The exporter is scraped without honor_labels, as on a real cluster.
@@ -144,8 +234,11 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
         "PORTAL_BILLING_INTERVAL": "60",
         "PORTAL_BILLING_BACKFILL_HOURS": str((HISTORY_DAYS + 1) * 24),
         "PORTAL_BILLING_HOURS_PER_RUN": "200",
+        "PORTAL_BILLING_HOLD_FILE": str(hold),
     }
-    if data.exists():
+    background = None
+    if (var_dir / HISTORY_LOADED).exists():
+        hold.unlink(missing_ok=True)  # left by a run stopped while it loaded
         lines.append(f"            history and live samples kept in {data} (make clean drops them)")
     elif not _history_supported(python):
         lines.append(
@@ -153,12 +246,24 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
             "usage appears as hours close."
         )
     else:
-        print(f"Generating {HISTORY_DAYS} days of demo GPU history for Prometheus...", flush=True)
-        start, seconds = load_history(python, var_dir, data)
+        # Held from the start: the beat must not meter the history's hours before they load.
+        hold.write_text(f"Loading {HISTORY_DAYS} days of demo history into Prometheus.\n")
         lines.append(
-            f"            loaded {HISTORY_DAYS} days of generated history from {start:%Y-%m-%d} "
-            f"({seconds:.0f} s); the beat meters it into the ledger over the next minutes"
+            f"            {HISTORY_DAYS} days of demo history load in the background "
+            "(progress below; the Spend pages say so until it is in)"
         )
+        # The history ends at this hour: known now, so its hours keep their own step
+        # while it loads (see below).
+        loading_from = datetime.now(UTC)
+        (var_dir / HISTORY_END_FILE).write_text(
+            loading_from.replace(minute=0, second=0, microsecond=0).isoformat()
+        )
+
+        def background(say):
+            load_history_in_background(
+                python, var_dir, data, env["PORTAL_PROMETHEUS_URL"], hold, say, now=loading_from
+            )
+
     end_file = var_dir / HISTORY_END_FILE
     if end_file.exists():
         # The generated hours keep their own step; every later one is metered
@@ -174,4 +279,4 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
             f"--web.listen-address=127.0.0.1:{prometheus_port}",
         ]
     }
-    return env, commands, lines
+    return env, commands, lines, background

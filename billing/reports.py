@@ -46,6 +46,19 @@ class Month:
         days = calendar.monthrange(year, month)[1]
         return cls(start, start + timedelta(days=days))
 
+    @classmethod
+    def opened(cls, raw, now=None):
+        """(month shown, the current month if it was passed over): the month named, else
+        the current one, or the previous one while the current is in its first
+        FORECAST_FROM_HOURS (a way back to it is offered)."""
+        now = now or timezone.now()
+        if raw:
+            return cls.parse(raw, now), None
+        current = cls.parse(None, now)
+        if now - current.start >= timedelta(hours=FORECAST_FROM_HOURS):
+            return current, None
+        return cls.parse(current.previous, now), current
+
     @property
     def label(self):
         return f"{self.start:%Y-%m}"
@@ -63,10 +76,17 @@ class Month:
         return int((self.end - self.start).total_seconds() // 3600)
 
 
+# A month's first days are too few hours to tell its pace (a night of idle notebooks,
+# a weekend): no forecast before this many are metered, and a Spend page opened
+# without a month shows the previous one until then.
+FORECAST_FROM_HOURS = 72
+
+
 def forecast(spent, month, through):
-    """Spend to the month's end at the pace so far (`through`: end of the last metered hour)."""
+    """Spend to the month's end at the pace so far (`through`: end of the last metered
+    hour); None before FORECAST_FROM_HOURS of the month are metered."""
     elapsed = (min(through, month.end) - month.start).total_seconds() / 3600 if through else 0
-    if elapsed <= 0:
+    if elapsed < FORECAST_FROM_HOURS:
         return None
     return (Decimal(spent) * Decimal(month.hours) / Decimal(elapsed)).quantize(CENT, ROUND_HALF_UP)
 

@@ -22,15 +22,16 @@ def _team_for_user(user, slug):
 
 
 def _month(request):
+    """(month shown, the current month when its first days were passed over)."""
     try:
-        return reports.Month.parse(request.GET.get("month"))
+        return reports.Month.opened(request.GET.get("month"))
     except ValueError as exc:
         raise Http404(str(exc)) from None
 
 
 def _metering_status():
     """What the pages say about where the figures come from."""
-    return {"configured": bool(settings.PORTAL_PROMETHEUS_URL)}
+    return {"configured": bool(settings.PORTAL_PROMETHEUS_URL), "on_hold": actions.on_hold()}
 
 
 def _csv(filename, header, rows):
@@ -61,8 +62,12 @@ def overview(request):
 
 @login_required
 def team_page(request, slug):
-    team = _team_for_user(request.user, slug)
-    month = _month(request)
+    # One query: the team, and the others whose pages the viewer may switch to.
+    teams = list(quota_actions.teams_for(request.user).distinct().order_by("name"))
+    team = next((t for t in teams if t.slug == slug), None)
+    if team is None:
+        raise Http404("No such team.")
+    month, passed_over = _month(request)
     view = "24h" if request.GET.get("view") == "24h" else "month"
     report = reports.team_report(team, month, view)
     table = request.GET.get("export")
@@ -88,10 +93,8 @@ def team_page(request, slug):
             "cost",
         ]
         return _export(report["workloads"], keys, f"{slug}-{month.label}-workloads.csv")
-    can_set_budget = (
-        quota_actions.can_review(request.user)
-        or team.memberships.filter(user=request.user, role="manager").exists()
-    )
+    reviewer = quota_actions.can_review(request.user)
+    can_set_budget = reviewer or team.memberships.filter(user=request.user, role="manager").exists()
     return render(
         request,
         "billing/team.html",
@@ -109,6 +112,10 @@ def team_page(request, slug):
                 initial={"monthly_amount": getattr(report["budget"], "monthly_amount", None)}
             ),
             "can_set_budget": can_set_budget,
+            "passed_over": passed_over,
+            # Members of several teams switch between them; admins, who may see every
+            # team, go through the all-teams page instead.
+            "switch_teams": teams if len(teams) > 1 and not reviewer else [],
         },
     )
 
@@ -154,7 +161,7 @@ def workload_page(request, slug, namespace, kind, name):
 def admin_page(request):
     if not quota_actions.can_review(request.user):
         raise PermissionDenied("Only platform admins see every team's spend.")
-    month = _month(request)
+    month, passed_over = _month(request)
     # Who pays for idle GPUs first, unless asked otherwise.
     sort = request.GET.get("sort", "idle_cost")
     if sort not in reports.TEAM_SORTS:
@@ -203,6 +210,7 @@ def admin_page(request):
             "resolution": reports.resolution(month.start, month.end),
             "pending": pending,
             "pending_count": pending_count,
+            "passed_over": passed_over,
             "metering": _metering_status(),
             "charge": settings.PORTAL_BILLING_CHARGE,
             "currency": settings.PORTAL_CURRENCY,

@@ -41,6 +41,7 @@ class Reservation:
     ends_at: object  # None: open-ended
     gpus: int
     source: str = "quota"  # who holds it: "quota" for quota requests, else the source's name
+    name: str = ""  # the holder's own name where the source has one (a batch window's)
 
     def covers(self, instant):
         return self.starts_at <= instant and (self.ends_at is None or instant < self.ends_at)

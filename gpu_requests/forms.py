@@ -122,10 +122,21 @@ class QuotaRequestForm(forms.Form):
         return initial
 
     def estimate(self):
-        """Cost of what has been typed so far, or None while it is incomplete."""
-        data = getattr(self, "cleaned_data", {})
+        """Cost of what has been typed so far (unbound: of what it is pre-filled with),
+        or None while it is incomplete."""
+        if not self.is_bound:
+            data = dict(self.initial)
+            if data.get("flavor"):
+                data["flavor"] = self.fields["flavor"].queryset.filter(pk=data["flavor"]).first()
+            return self._estimate(data)
+        if "ends_at" in self.errors:
+            return None
+        return self._estimate(getattr(self, "cleaned_data", {}))
+
+    @staticmethod
+    def _estimate(data):
         flavor, gpus, starts_at = data.get("flavor"), data.get("gpus"), data.get("starts_at")
-        if not (flavor and gpus and starts_at) or "ends_at" in self.errors:
+        if not (flavor and gpus and starts_at):
             return None
         ends_at = data.get("ends_at")
         hourly = gpus * flavor.price_per_gpu_hour

@@ -26,6 +26,7 @@ class Bar:
     title: str
     href: str = ""
     open_end: bool = False
+    kind: str = ""  # "window": a segment of a recurring holder's row
 
 
 @dataclass
@@ -53,12 +54,14 @@ class Chart:
     line_height: int = LINE_HEIGHT
 
 
-def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of):
+def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of, lane_of=None):
     """The chart of `flavor` from `starts_at` for `days` days.
 
     `held`: capacity.Reservation of every holder (the line); lanes are drawn
     for those `label_of(reservation)` names (None: counted in the line only).
     `pending`: quota requests shown apart, not counted. `link_of(r)`: a bar's href.
+    `lane_of(r)`: reservations with the same (not None) key share one lane, a
+    segment each, named once (a batch window and its openings).
     """
     ends_at = starts_at + timedelta(days=days)
     span = (ends_at - starts_at).total_seconds()
@@ -87,22 +90,29 @@ def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of
         section = Section(name=name, y=offset)
         shown = [(r, label_of(r)) for r in sorted(rows, key=lambda r: (r.starts_at, r.pk))]
         shown = [(r, label) for r, label in shown if label is not None]
-        for lane, (r, label) in enumerate(shown[:MAX_LANES]):
+        lanes = {}  # key: (lane number, segments so far), in order of first start
+        for r, label in shown:
+            key = (lane_of and lane_of(r)) or ("one", getattr(r, "source", ""), r.pk)
+            lane, segments = lanes.setdefault(key, (len(lanes), 0))
+            lanes[key] = (lane, segments + 1)
+            if lane >= MAX_LANES:
+                continue
             left = x(r.starts_at)
             section.bars.append(
                 Bar(
                     x=left / WIDTH * 100,
                     width=max(x(r.ends_at) - left, 3) / WIDTH * 100,
                     y=offset + 18 + lane * LANE,
-                    label=label,
+                    label="" if segments else label,
                     title=f"{label}: {r.starts_at:%Y-%m-%d %H:%M} → "
                     + (f"{r.ends_at:%Y-%m-%d %H:%M} UTC" if r.ends_at else "open-ended"),
                     href=link_of(r),
                     open_end=r.ends_at is None or r.ends_at > ends_at,
+                    kind="" if key[0] == "one" else "window",
                 )
             )
-        section.hidden = max(len(shown) - MAX_LANES, 0)
-        lanes = min(len(shown), MAX_LANES) or 1
+        section.hidden = max(len(lanes) - MAX_LANES, 0)
+        lanes = min(len(lanes), MAX_LANES) or 1
         offset += 18 + lanes * LANE + (16 if section.hidden else 0) + 14
         sections.append(section)
 

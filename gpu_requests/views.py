@@ -285,7 +285,6 @@ def _timeline_chart(user, flavor):
     starts_at = timezone.now().astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     ends_at = starts_at + timedelta(days=TIMELINE_DAYS)
     held = capacity.all_reservations([flavor.pk], starts_at, ends_at)
-    reviewer = actions.can_review(user)
     team_ids = {r.team_id for r in held if r.team_id is not None}
     names = dict(actions.teams_for(user).filter(pk__in=team_ids).values_list("pk", "name"))
     pending = (
@@ -299,8 +298,13 @@ def _timeline_chart(user, flavor):
         if isinstance(r, QuotaRequest):
             return f"{r.team.name} · {r.gpus} GPUs · #{r.pk}"
         if r.source != "quota":
-            return f"{r.source.title()} · {r.gpus} GPUs" if reviewer else None
+            # Batch windows are no team's: everyone sees them, by name.
+            return f"{r.name or r.source.capitalize()} ({r.source}) · {r.gpus} GPUs"
         return f"{names[r.team_id]} · {r.gpus} GPUs · #{r.pk}" if r.team_id in names else None
+
+    def lane_of(r):
+        # A recurring holder (a batch window) is one row, a segment per opening.
+        return None if isinstance(r, QuotaRequest) or r.source == "quota" else (r.source, r.pk)
 
     def link_of(r):
         if isinstance(r, QuotaRequest) or r.source == "quota":
@@ -316,6 +320,7 @@ def _timeline_chart(user, flavor):
         TIMELINE_DAYS,
         label_of=label_of,
         link_of=link_of,
+        lane_of=lane_of,
     )
 
 
@@ -343,7 +348,7 @@ def request_new(request):
         else:
             messages.success(request, f"Request #{quota_request.pk} submitted for review.")
             return redirect("request_detail", pk=quota_request.pk)
-    context = {"form": form, "estimate": form.estimate() if form.is_bound else None}
+    context = {"form": form, "estimate": form.estimate()}
     return render(request, "gpu_requests/request_new.html", context)
 
 
@@ -377,6 +382,12 @@ def _validation_feedback(request, form):
 @login_required
 def request_detail(request, pk):
     quota_request = _get_request_for_user(request.user, pk)
+    return render(
+        request, "gpu_requests/request_detail.html", _detail_context(request, quota_request)
+    )
+
+
+def _detail_context(request, quota_request, **extra):
     user = request.user
     pending = quota_request.status == Status.PENDING
     reviewer = actions.can_review(user)
@@ -395,8 +406,9 @@ def request_detail(request, pk):
         "can_revoke": reviewer and quota_request.status in QuotaRequest.RESERVING,
         "capacity": capacity.capacity_view(quota_request) if reviewer and pending else None,
         "shares_with": quota_request.flavor.shares_resource_with(),
+        **extra,
     }
-    return render(request, "gpu_requests/request_detail.html", context)
+    return context
 
 
 def _act(request, pk, action):
@@ -405,6 +417,15 @@ def _act(request, pk, action):
     form = ReasonForm(request.POST)
     if not form.is_valid():
         level, text = messages.ERROR, " ".join(form.errors["reason"])
+        if not request.htmx:
+            # Refused, and the reason stays in the field to be shortened.
+            context = _detail_context(
+                request,
+                quota_request,
+                decision_reason=request.POST.get("reason", ""),
+                decision_error=text,
+            )
+            return render(request, "gpu_requests/request_detail.html", context, status=400)
     else:
         try:
             getattr(actions, action)(
@@ -420,7 +441,8 @@ def _act(request, pk, action):
                 f"Request #{quota_request.pk} {AuditEvent.label_of(action).lower()}.",
             )
     if request.htmx:
-        return _review_row_response(request, quota_request.pk, level, text)
+        typed = request.POST.get("reason", "") if level == messages.ERROR else ""
+        return _review_row_response(request, quota_request.pk, level, text, typed)
     messages.add_message(request, level, text)
     return redirect(_next_url(request, quota_request))
 
@@ -434,9 +456,18 @@ def request_comment(request, pk):
     except actions.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(request, "Comment added; the others in the thread are told by mail.")
+        # Refused: the page again with the comment as typed, the reason beside it.
+        context = _detail_context(
+            request,
+            quota_request,
+            comment_body=request.POST.get("body", ""),
+            comment_error=" ".join(exc.messages),
+        )
+        return render(request, "gpu_requests/request_detail.html", context, status=400)
+    # Shown in the comments card, where the page opens (#comments), not at its top.
+    messages.success(
+        request, "Comment added; the others in the thread are told by mail.", extra_tags="comments"
+    )
     return redirect(reverse("request_detail", args=[quota_request.pk]) + "#comments")
 
 
@@ -572,12 +603,17 @@ def _shown_ids(request):
     return ids
 
 
-def _review_row_response(request, pk, level, text):
+def _review_row_response(request, pk, level, text, reason=""):
     """The decided row, and out of band whatever else on the page it changed: the
     pending count and, after an approval, the capacity cells of the page's rows
     whose figures moved and the upcoming-capacity table. One response."""
     quota_request = _get_request_for_user(request.user, pk)
-    row = {"req": quota_request, "message": text, "level": messages.DEFAULT_TAGS[level]}
+    row = {
+        "req": quota_request,
+        "message": text,
+        "level": messages.DEFAULT_TAGS[level],
+        "reason": reason,
+    }
     context = {"row": row, "oob": True, "changed": []}
     if actions.can_review(request.user):
         row["capacity"] = capacity.capacity_view(quota_request)

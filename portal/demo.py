@@ -13,6 +13,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -136,7 +137,7 @@ def main():
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
     # Billing's Prometheus (if installed): its settings reach web, worker and beat.
-    billing_env, billing_commands, billing_lines = billing_demo.plan(
+    billing_env, billing_commands, billing_lines, billing_background = billing_demo.plan(
         VAR_DIR, KUBESIM_PORT, PROMETHEUS_PORT
     )
     for key, value in billing_env.items():
@@ -190,7 +191,7 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   API docs    http://127.0.0.1:{WEB_PORT}/api/docs/
   Logins      admin / demo  (platform admin, reviews requests)
               alice / demo  (team vision)   carol / demo  (team vision, manager)
-              bob / demo    (team nlp)
+              bob / demo    (team nlp)      dave / demo   (team speech, manager)
   Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}   (KUBESIM_PORT={KUBESIM_PORT})
               {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
@@ -204,6 +205,9 @@ Press Ctrl-C to stop.
 """,
             flush=True,
         )
+        if billing_background is not None:
+            # The portal answers meanwhile; the thread ends with the demo.
+            threading.Thread(target=billing_background, args=(say,), daemon=True).start()
         while not stopping:
             now = time.monotonic()
             for service in services:

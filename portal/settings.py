@@ -585,6 +585,9 @@ PORTAL_BILLING_INTERVAL = env_int("PORTAL_BILLING_INTERVAL", 300, minimum=1)
 # PORTAL_BILLING_HOURS_PER_RUN pending hours (oldest first).
 PORTAL_BILLING_BACKFILL_HOURS = env_int("PORTAL_BILLING_BACKFILL_HOURS", 24, minimum=1)
 PORTAL_BILLING_HOURS_PER_RUN = env_int("PORTAL_BILLING_HOURS_PER_RUN", 24, minimum=1)
+# While this file exists, closed hours wait (Prometheus is being backfilled: metered
+# now, they would count as zero); its first line is shown on the Spend pages.
+PORTAL_BILLING_HOLD_FILE = env_str("PORTAL_BILLING_HOLD_FILE", "")
 # What a team is charged for: allocated GPU-hours, or the greater of reserved and allocated.
 PORTAL_BILLING_CHARGE = env_str("PORTAL_BILLING_CHARGE", "allocation")
 if PORTAL_BILLING_CHARGE not in ("allocation", "reservation"):

@@ -59,3 +59,15 @@ def hours(value):
 def sub(value, other):
     """`value - other`, for the free part of a quota."""
     return value - other
+
+
+@register.filter
+def duration(value):
+    """A timedelta in words a person reads at a glance: "2 h 05 min", "45 min", "20 s"."""
+    if value is None:
+        return ""
+    seconds = int(value.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"

@@ -44,14 +44,20 @@ def test_the_docs_are_served_offline(db):
     # The setup script is served apart (no inline script under the CSP).
     assert "<script>" not in html
     assets.remove("/api/docs/?script=")
-    # The portal's header links to its pages, and brings its icon and stylesheet.
-    portal = ["/", "/", "/requests/", "/static/favicon.svg", "/static/css/api-docs.css"]
+    # The site's header (signed out: the brand and the docs), its icon and stylesheets.
+    portal = [
+        "/",
+        "/api/docs/",
+        "/static/favicon.svg",
+        "/static/css/api-docs.css",
+        "/static/css/header.css",
+    ]
     for link in portal:
         assets.remove(link)
     assert len(assets) == 3  # Swagger's stylesheet and two scripts
     for asset in assets:
         assert asset.startswith("/static/drf_spectacular_sidecar/")
-    for asset in assets + portal[3:]:
+    for asset in assets + portal[2:]:
         assert finders.find(asset.removeprefix("/static/")), asset
     script = client_for(None).get("/api/docs/", {"script": ""}).content.decode()
     assert '"/api/schema/"' in script

@@ -6,7 +6,10 @@ and log tail on the job, cancel deletes the Job, spot reclaims.
 Runs are seconds long (`kubesim.io/duration`), so they end on a real cluster
 while the test waits; on kubesim the test moves the clock as well."""
 
+from datetime import timedelta
+
 import pytest
+import time_machine
 
 from batch import actions, manifests
 from batch import cluster as batch_cluster
@@ -270,3 +273,35 @@ def test_a_burst_is_synced_with_three_queries_however_many_jobs(
     assert results == dict.fromkeys(ids, "applied")
     assert batch_cluster.sync_jobs(ids) == {}  # nothing left to do
     assert all(cluster.get("Job", f"batch-{pk}", "vision")["spec"]["suspend"] for pk in ids)
+
+
+def test_cancelling_a_running_job_deletes_it_and_charges_the_time_so_far(
+    setup, demo_flavors, cluster, kubesim, client
+):
+    job = submit(setup, demo_flavors["h100"], annotations={"kubesim.io/duration": "2h"})
+    actions.replan()
+    batch_cluster.release_due()
+    watch_until(job, {Status.RUNNING}, kubesim)
+    wait_for(lambda: cluster.list("Pod", namespace="vision"))
+    job.refresh_from_db()
+    client.force_login(setup["alice"])
+    # Twenty minutes into the run (2 pods x 1 GPU), on the portal's clock.
+    with time_machine.travel(job.started_at + timedelta(minutes=20), tick=False):
+        running = client.get(f"/batch/jobs/{job.pk}/").content.decode()
+        listed = client.get("/batch/jobs/").content.decode()
+        response = client.post(f"/batch/jobs/{job.pk}/cancel/", follow=True)
+    actual = running.split('id="actual">')[1].split("</dd>")[0]
+    # 2/3 GPU-hour at 2.00 x the window's 0.5; the estimate was for 30 min: 1.00.
+    assert "0.67 USD" in actual and "20 min so far" in actual
+    assert "Stop and cancel job" in running
+    assert "1.00 USD" in listed and "0.67 USD" in listed and "20 min so far" in listed
+    assert b"the GPU-time it held so far is charged" in response.content
+
+    job.refresh_from_db()
+    assert job.status == Status.CANCELLED
+    assert job.used_gpu_seconds == 20 * 60 * 2
+    assert cluster.get("Job", f"batch-{job.pk}", "vision") is None
+    quota = cluster.get("ResourceQuota", "gpu-quota", "vision")
+    assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"  # the allotment ended
+    done = response.content.decode().split('id="actual">')[1].split("</dd>")[0]
+    assert "0.67 USD" in done and "20 min," in done and "so far" not in done

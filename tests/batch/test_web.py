@@ -69,6 +69,17 @@ def test_form_errors_are_shown_by_their_fields(client, ready, vision, h100):
     assert not BatchJob.objects.exists()
 
 
+def test_a_nul_in_an_environment_value_is_named_as_such(client, ready, vision, h100):
+    client.force_login(ready)
+    response = client.post(
+        "/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk, env="BATCH=6\x004")
+    )
+    errors = response.content.decode().split('id="errors-env">')[1].split("</div>")[0]
+    assert "BATCH: the value holds a NUL character" in errors
+    assert "at most" not in errors
+    assert not BatchJob.objects.exists()
+
+
 def test_calendar_and_detail_show_the_plan(client, ready, vision, h100, admin_user):
     client.force_login(ready)
     client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
@@ -121,3 +132,57 @@ def test_batch_pages_and_the_form_speak_the_users_zone(client, ready, vision, h1
     assert "12:00 JST" in calendar and " UTC" not in calendar
     jobs = client.get("/batch/jobs/").content.decode()
     assert "JST" in jobs and " UTC" not in jobs
+
+
+def test_the_flavor_menu_offers_flavors_with_a_window_and_says_when_it_opens(
+    client, ready, vision, h100, a100
+):
+    client.force_login(ready)
+    page = client.get("/batch/jobs/new/").content.decode()
+    menu = page.split('name="flavor"')[1].split("</select>")[0]
+    assert "H100 80GB" in menu and "A100" not in menu  # Nights sets aside H100s only
+    assert re.search(
+        r"H100 80GB · [^<]* · (next window \w{3} \d\d \w{3} \d\d:\d\d|a window is open now)", menu
+    )
+
+
+def test_the_calendar_is_a_week_per_flavor_with_the_planned_jobs_inside(
+    client, ready, vision, h100, bob
+):
+    client.force_login(ready)
+    client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
+    actions.replan()
+    job = BatchJob.objects.get()
+    page = client.get("/batch/").content.decode()
+    week = page.split('id="calendar-h100"')[1].split("</section>")[0]
+    days = re.findall(r'<div class="week-day">\s*<h3>([^<]+)</h3>', week)
+    assert len(days) == 7
+    assert (
+        days[0] == f"{timezone.localdate():%a} {timezone.localdate().day} {timezone.localdate():%b}"
+    )
+    # Every night 22:00-06:00 in New York (03:00-11:00 UTC): a block a day, from now on.
+    assert 6 <= week.count('class="block"') <= 7
+    assert "<strong>Nights</strong>" in week and "</strong> of 8 GPUs" in week
+    mine = re.search(rf'<a href="/batch/jobs/{job.pk}/" class="job mine" style="top: [\d.]+%', week)
+    assert mine is not None
+    assert "yours 100 %" in week
+    assert "The next 14 days as a table" in week and "2 of 8" in week  # the table stays
+
+    client.force_login(bob)  # another team: the job is there, unnamed, and not a link
+    week = client.get("/batch/").content.decode().split('id="calendar-h100"')[1]
+    assert f"/batch/jobs/{job.pk}/" not in week and "embed" not in week
+    assert '<span class="job" style="top:' in week and "another team&#x27;s job" in week
+
+
+def test_the_calendar_pages_through_the_planning_horizon_a_week_at_a_time(client, ready):
+    client.force_login(ready)
+    first = client.get("/batch/").content.decode()
+    assert 'rel="next">next week →' in first and 'rel="prev"' not in first
+    second = client.get("/batch/", {"week": "1"}).content.decode()
+    assert 'rel="prev">← earlier week' in second and 'rel="next"' not in second
+    last = client.get("/batch/", {"week": "99"}).content.decode()
+    assert (
+        last.split('aria-label="Week"')[1].split("</nav>")[0]
+        == (second.split('aria-label="Week"')[1].split("</nav>")[0])
+    )
+    assert client.get("/batch/", {"week": "x"}).status_code == 200

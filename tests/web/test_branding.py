@@ -16,6 +16,17 @@ def test_the_api_docs_carry_the_portals_header_and_icon(login, alice):
     page = login(alice).get("/api/docs/").content.decode()
     assert '<a class="brand" href="/">GPU portal</a>' in page
     assert 'href="/static/favicon.svg"' in page
+    # The site's own header: the same menu as every page, this one marked, and log out.
+    header = page.split('<header class="topbar">')[1].split("</header>")[0]
+    for name in ("Dashboard", "Requests", "Timeline", "New request", "Spend", "Batch"):
+        assert f">{name}</a>" in header
+    assert '<a href="/api/docs/" aria-current="page">API docs</a>' in header
+    assert "Log out" in header and "Review queue" not in header
+
+
+def test_the_api_docs_header_shows_admins_their_pages(login, admin_user):
+    page = login(admin_user).get("/api/docs/").content.decode()
+    assert ">Review queue</a>" in page and ">Cluster</a>" in page
 
 
 @pytest.fixture

@@ -56,6 +56,23 @@ def test_a_plain_member_who_did_not_ask_cannot_comment(login, vision, pending):
 
 @pytest.mark.parametrize("body", ["   ", "x" * 4001, "a\x00b"])
 def test_bad_comments_are_refused_with_a_message(login, alice, pending, body):
-    page = post(login(alice), pending, body).content.decode()
-    assert 'class="message error"' in page
+    response = post(login(alice), pending, body)
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert 'id="comment-error" role="alert"' in page
     assert not Comment.objects.exists()
+
+
+def test_a_refused_comment_stays_in_the_box_to_be_shortened(login, alice, pending):
+    page = post(login(alice), pending, "y" * 4001).content.decode()
+    assert "Keep a comment to 4,000 characters" in page
+    assert ">" + "y" * 4001 + "</textarea>" in page
+
+
+def test_the_added_message_is_in_the_comments_card_where_the_page_opens(login, alice, pending):
+    response = post(login(alice), pending, "Thanks")
+    assert response.redirect_chain[-1][0].endswith("#comments")
+    page = response.content.decode()
+    comments = page.split('id="comments"')[1].split("</section>")[0]
+    assert "Comment added" in comments
+    assert page.count("Comment added") == 1

@@ -109,3 +109,11 @@ def test_the_cost_preview_works_without_javascript(login, alice, vision, h100):
     assert response.status_code == 200
     assert "192.00 USD" in page  # 2 GPUs x 24 h x 4.00
     assert not QuotaRequest.objects.exists()
+
+
+def test_more_gpus_comes_with_its_estimate(login, alice, vision, h100, admin_user):
+    held = approved(vision, h100, alice, admin_user, hours=48)
+    page = login(alice).get(NEW, {"follows": held.pk, "kind": "more_gpus"}).content.decode()
+    feedback = page.split('id="request-feedback"')[1].split("</div>")[0]
+    # One more GPU from the start to the same end: 1 x 48 h x 4.00.
+    assert "Estimated cost" in feedback and "192.00 USD" in feedback

@@ -247,3 +247,31 @@ def test_a_reason_as_long_as_a_justification_is_taken(login, admin_user, pending
     assert "maxlength" not in page.split(f'id="req-{pending.pk}"')[1].split("</form>")[0]
     login(admin_user).post(reverse("request_reject", args=[pending.pk]), {"reason": "x" * 2000})
     assert QuotaRequest.objects.get().status == Status.REJECTED
+
+
+def test_a_reason_too_long_is_refused_and_kept_in_the_row(login, admin_user, pending):
+    typed = "because " * 300  # 2,400 characters
+    response = login(admin_user).post(
+        reverse("request_reject", args=[pending.pk]),
+        {"reason": typed},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET=f"req-{pending.pk}",
+    )
+    row = response.content.decode().split("</tr>")[0]
+    assert "Keep the reason to 2,000 characters." in row
+    assert f'value="{typed}"' in row
+    pending.refresh_from_db()
+    assert pending.status == Status.PENDING
+
+
+def test_a_reason_too_long_on_the_detail_page_is_kept_in_its_field(login, admin_user, pending):
+    typed = "x" * 2001
+    response = login(admin_user).post(
+        reverse("request_approve", args=[pending.pk]), {"reason": typed}
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert 'id="decision-error" role="alert">Keep the reason to 2,000 characters.' in page
+    assert f'value="{typed}"' in page
+    pending.refresh_from_db()
+    assert pending.status == Status.PENDING

@@ -1,5 +1,7 @@
 """The reservation timeline: a server-side SVG Gantt chart per flavor."""
 
+import re
+
 from django.urls import reverse
 
 from gpu_requests import actions
@@ -57,3 +59,43 @@ def test_open_ended_and_long_requests_run_off_the_right_edge(
     )
     page = login(admin_user).get(URL).content.decode()
     assert "GPUs · #" in page and " →</text>" in page
+
+
+def test_a_batch_window_is_one_named_row_with_a_segment_per_opening(
+    login, admin_user, alice, vision, h100
+):
+    from datetime import time
+
+    from batch import actions as batch_actions
+
+    batch_actions.save_window(
+        None,
+        by=admin_user,
+        capacity={h100: 4},
+        name="Nights",
+        timezone="UTC",
+        days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+        start_time=time(22),
+        end_time=time(6),
+        exceptions=[],
+        price_factor="0.5",
+    )
+    actions.approve(submit(vision, h100, alice, gpus=2), by=admin_user)
+    for user in (admin_user, alice):  # members see the windows too
+        page = login(user).get(URL).content.decode()
+        chart = page.split('id="timeline-h100"')[1].split("</figure>")[0]
+        segments = chart.count('class="bar window"')
+        assert 28 <= segments <= 29  # a night a day for four weeks
+        rows = set(
+            re.findall(
+                r'<g class="bar window">\s*<title>[^<]*</title>\s*<rect [^>]*y="([\d.]+)"', chart
+            )
+        )
+        assert len(rows) == 1  # one row
+        # Named once, over its segments.
+        assert chart.count('class="lane-label">Nights (batch window) · 4 GPUs</text>') == 1
+        assert "Nights (batch window) · 4 GPUs: " in chart  # every segment's tooltip
+        assert "Vision · 2 GPUs · #" in chart
+        legend = chart.split('aria-label="Legend"')[1]
+        assert "a batch window: one row, a segment per opening" in legend
+        assert "pending, not counted" in legend

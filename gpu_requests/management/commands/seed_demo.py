@@ -96,6 +96,7 @@ USERS = [
     ("alice", "Alice", False, "vision", Membership.Role.MEMBER),
     ("carol", "Carol", False, "vision", Membership.Role.MANAGER),
     ("bob", "Bob", False, "nlp", Membership.Role.MEMBER),
+    ("dave", "Dave", False, "speech", Membership.Role.MANAGER),
 ]
 
 
@@ -106,7 +107,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         teams = {
             slug: Team.objects.update_or_create(slug=slug, defaults={"name": name})[0]
-            for slug, name in [("vision", "Vision"), ("nlp", "NLP")]
+            for slug, name in [("vision", "Vision"), ("nlp", "NLP"), ("speech", "Speech")]
         }
         for slug, name, model, memory, sharing, resource, selector, capacity, price in CATALOG:
             Flavor.objects.update_or_create(
@@ -177,6 +178,17 @@ class Command(BaseCommand):
             "Fine-tuning the detection model on the new street-scene set.",
         )
         actions.approve(running, by=admin, reason="Fits; MIG slices are plenty for this.")
+        # Held and never used: the Spend page's "reserved but unallocated".
+        idle_reservation = ask(
+            "speech",
+            "dave",
+            "l4",
+            4,
+            now,
+            now + 30 * day,
+            "ASR retraining (the data collection slipped; the quota was kept just in case).",
+        )
+        actions.approve(idle_reservation, by=admin)
         # Approved, starting next week.
         upcoming = ask(
             "vision",

@@ -276,12 +276,12 @@ def test_a_burst_is_synced_with_three_queries_however_many_jobs(
 
 
 def test_cancelling_a_running_job_deletes_it_and_charges_the_time_so_far(
-    setup, demo_flavors, cluster, kubesim, client
+    setup, demo_flavors, cluster, backend, client
 ):
     job = submit(setup, demo_flavors["h100"], annotations={"kubesim.io/duration": "2h"})
     actions.replan()
     batch_cluster.release_due()
-    watch_until(job, {Status.RUNNING}, kubesim)
+    watch_until(job, {Status.RUNNING}, backend)
     wait_for(lambda: cluster.list("Pod", namespace="vision"))
     job.refresh_from_db()
     client.force_login(setup["alice"])

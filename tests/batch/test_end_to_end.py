@@ -20,7 +20,13 @@ from tests.batch.conftest import SIM_WORKER
 from tests.provisioning.conftest import wait_for
 from tests.web.test_browser_journey import log_in, shot
 
-pytestmark = [pytest.mark.browser, pytest.mark.celery]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.celery,
+    pytest.mark.kubesim_only(
+        "the portal runs on kubesim's clock, which the test moves to the window"
+    ),
+]
 
 
 def test_alice_queues_admin_sees_window_opens_alice_sees_it_succeed(

@@ -14,7 +14,12 @@ from tests.batch.conftest import SIM_WORKER
 from tests.batch.test_cluster import status_of, submit
 from tests.provisioning.conftest import wait_for
 
-pytestmark = pytest.mark.celery
+pytestmark = [
+    pytest.mark.celery,
+    pytest.mark.kubesim_only(
+        "the portal runs on kubesim's clock, which the test moves to the window"
+    ),
+]
 Status = BatchJob.Status
 
 

@@ -66,13 +66,13 @@ def test_quota_in_full_use_is_not_at_the_limit_until_a_pod_is_refused(
     vision,
     vision_h100,  # noqa: F811
     cluster,
-    kubesim,
+    backend,
 ):
     client.force_login(alice)
     job = yaml.safe_load(example_of(client, vision, vision_h100))
     job["spec"].update(parallelism=2, completions=2)
     job["spec"]["template"]["metadata"] = {"annotations": {"kubesim.io/duration": "1h"}}
-    kubectl_apply(kubesim, "vision", yaml.safe_dump(job))
+    kubectl_apply(backend, "vision", yaml.safe_dump(job))
     wait_until_used(cluster, "2")
     cluster_actions.record_inventory()
     usage = usage_of(client)

@@ -80,11 +80,17 @@ def demo_workload(days, start=None, end=None):
     }
 
 
-def prometheus_config(var_dir, kubesim_port):
+def prometheus_config(var_dir, kubesim_port, scrape=None):
+    """Prometheus' configuration: kubesim's exporter pages, or the `scrape` jobs given
+    (the real control plane's kube-state-metrics and DCGM pages)."""
     targets = Path(var_dir) / "dcgm-targets.json"
-    return (
+    head = (
         f"global: {{scrape_interval: {SCRAPE_INTERVAL}, evaluation_interval: 1m}}\n"
         "scrape_configs:\n"
+    )
+    if scrape:
+        return head + scrape
+    return head + (
         "  - job_name: dcgm\n"
         f"    file_sd_configs: [{{files: ['{targets}'], refresh_interval: 5s}}]\n"
         "  - job_name: kube-state-metrics\n"
@@ -199,9 +205,11 @@ def load_history_in_background(python, var_dir, data, url, hold, say, now=None):
         hold.unlink(missing_ok=True)
 
 
-def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
+def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable, *, scrape=None,
+         source="kubesim"):  # fmt: skip
     """(env for the portal's processes, {name: command}, lines to print, and what to run
-    in the background once they are up (a function of the console's `say`), or None)."""
+    in the background once they are up (a function of the console's `say`), or None).
+    `scrape` and `source` name other exporters than kubesim's (the real control plane)."""
     var_dir = Path(var_dir)
     # DEMO_PROMETHEUS=off runs the demo without metering (the runner's own tests).
     binary = shutil.which("prometheus") if os.environ.get("DEMO_PROMETHEUS") != "off" else None
@@ -217,11 +225,11 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable):
         )
     data = var_dir / "prometheus"
     config = var_dir / "prometheus.yml"
-    config.write_text(prometheus_config(var_dir, kubesim_port))
+    config.write_text(prometheus_config(var_dir, kubesim_port, scrape))
     lines = [
         f"Billing     Prometheus at http://127.0.0.1:{prometheus_port}/   "
         f"(PROMETHEUS_PORT={prometheus_port})",
-        f"            scraping kubesim every {SCRAPE_INTERVAL} ({binary}); "
+        f"            scraping {source} every {SCRAPE_INTERVAL} ({binary}); "
         f"logs in {var_dir}/prometheus.log",
     ]
     hold = var_dir / "history-loading"

@@ -24,7 +24,11 @@ VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
 WEB_PORT = os.environ.get("PORT", "8000")
 KUBESIM_PORT = os.environ.get("KUBESIM_PORT", "8001")
 PROMETHEUS_PORT = os.environ.get("PROMETHEUS_PORT", "9090")
-KUBECONFIG = VAR_DIR / "kubeconfig"
+CLUSTER = (
+    os.environ.get("PORTAL_DEMO_CLUSTER") or "kubesim"
+)  # or kubernetes: `make demo CLUSTER=...`
+CLUSTER_PORT = os.environ.get("CLUSTER_PORT", "6443")
+KUBECTL = BASE_DIR / ".venv/bin/kubectl"
 # A process that keeps dying is restarted after 1, 2, 4 ... 30 s; one that
 # stayed up this long counts as healthy again.
 MAX_RESTART_DELAY = 30
@@ -72,8 +76,9 @@ def last_line(path):
 class Service:
     """One child process, its log under var/, and how often it was restarted."""
 
-    def __init__(self, name, command, ready=None):
+    def __init__(self, name, command, ready=None, ready_within=30):
         self.name, self.command, self.ready = name, command, ready
+        self.ready_within = ready_within
         self.log_path = VAR_DIR / f"{name}.log"
         self.process = None
         self.restarts = 0
@@ -87,7 +92,7 @@ class Service:
             self.process = subprocess.Popen(self.command, cwd=BASE_DIR, stdout=log, stderr=log)
         self.started_at = time.monotonic()
         if self.ready is not None:
-            _wait_for(self.ready, self.process)
+            _wait_for(self.ready, self.process, self.ready_within)
 
     def check(self, now):
         """Restart the process if it died (after a delay if it keeps dying)."""
@@ -127,18 +132,76 @@ class Service:
             self.process.wait()
 
 
+class Cluster:
+    """The demo's cluster: kubesim (the default, nothing to build), or the real control
+    plane of controlplane/ with KWOK GPU nodes (`make demo CLUSTER=kubernetes`)."""
+
+    def __init__(self, kind):
+        if kind == "kubernetes":
+            from controlplane.binaries import missing
+            from controlplane.runner import free_port
+
+            absent = missing()
+            if absent:
+                sys.exit(f"make demo CLUSTER=kubernetes: {absent}")
+            directory = VAR_DIR / "cluster"
+            ksm, dcgm = free_port(), free_port()
+            ready = directory / "ready.json"
+            self.kubeconfig = directory / "kubeconfig"
+            self.service = Service("cluster", [
+                sys.executable, "-m", "controlplane", "--dir", str(directory),
+                "--port", CLUSTER_PORT, "--ksm-port", str(ksm), "--dcgm-port", str(dcgm),
+                "--ready-file", str(ready),
+            ], ready=ready, ready_within=180)  # fmt: skip
+            # The exporter pages are scraped without honor_labels, as a DaemonSet is.
+            self.scrape = (
+                "  - job_name: dcgm\n"
+                f"    http_sd_configs: [{{url: 'http://127.0.0.1:{dcgm}/targets'}}]\n"
+                "  - job_name: kube-state-metrics\n"
+                "    honor_labels: true\n"
+                f"    static_configs: [{{targets: ['127.0.0.1:{ksm}']}}]\n"
+            )
+            self.source = "kube-state-metrics and the DCGM pages"
+            self.clock = "real"  # the real controllers keep real time
+            self.lines = [
+                f"  Cluster     Kubernetes v1.37.2 with KWOK GPU nodes at https://127.0.0.1:"
+                f"{CLUSTER_PORT}   (CLUSTER_PORT={CLUSTER_PORT})",
+                f"              {KUBECTL} --kubeconfig {self.kubeconfig} get resourcequota -A",
+            ]
+            self.batch_hint = "(real time: the window opens when its hour comes)"
+            return
+        self.kubeconfig = VAR_DIR / "kubeconfig"
+        self.service = Service("kubesim", [
+            sys.executable, "-m", "kubesim", "--port", KUBESIM_PORT,
+            "--state", str(VAR_DIR / "kubesim-state.json"), "--kubeconfig", str(self.kubeconfig),
+            "--dcgm-file-sd", str(VAR_DIR / "dcgm-targets.json"),
+        ], ready=self.kubeconfig)  # fmt: skip
+        self.scrape, self.source = None, "kubesim"
+        # Batch windows run on kubesim's clock, as its Jobs' deadlines do; it starts at
+        # the real time, and moving it forward opens the demo window at once.
+        self.clock = "kubesim"
+        self.lines = [
+            f"  Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}   "
+            f"(KUBESIM_PORT={KUBESIM_PORT})",
+            f"              {KUBECTL} --kubeconfig {self.kubeconfig} get resourcequota -A",
+        ]
+        self.batch_hint = (
+            "now, on kubesim's clock: curl -d '{\"advance\": 300}' "
+            f"http://127.0.0.1:{KUBESIM_PORT}/_sim/clock"
+        )
+
+
 def main():
+    cluster = Cluster(CLUSTER)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    os.environ.setdefault("PORTAL_KUBECONFIG", str(KUBECONFIG))
+    os.environ.setdefault("PORTAL_KUBECONFIG", str(cluster.kubeconfig))
     os.environ.setdefault("PORTAL_BASE_URL", f"http://127.0.0.1:{WEB_PORT}")
-    # Batch windows run on kubesim's clock, as its Jobs' deadlines do; it starts at
-    # the real time, and moving it forward opens the demo window at once.
-    os.environ.setdefault("PORTAL_CLOCK", "kubesim")
+    os.environ.setdefault("PORTAL_CLOCK", cluster.clock)
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DJANGO_SECRET_KEY", demo_secret_key())
     # Billing's Prometheus (if installed): its settings reach web, worker and beat.
     billing_env, billing_commands, billing_lines, billing_background = billing_demo.plan(
-        VAR_DIR, KUBESIM_PORT, PROMETHEUS_PORT
+        VAR_DIR, KUBESIM_PORT, PROMETHEUS_PORT, scrape=cluster.scrape, source=cluster.source
     )
     for key, value in billing_env.items():
         os.environ.setdefault(key, value)
@@ -156,11 +219,7 @@ def main():
 
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     services = [
-        Service("kubesim", [
-            sys.executable, "-m", "kubesim", "--port", KUBESIM_PORT,
-            "--state", str(VAR_DIR / "kubesim-state.json"), "--kubeconfig", str(KUBECONFIG),
-            "--dcgm-file-sd", str(VAR_DIR / "dcgm-targets.json"),
-        ], ready=KUBECONFIG),
+        cluster.service,
         *(Service(name, command) for name, command in billing_commands.items()),
         Service("web", [
             sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload",
@@ -192,12 +251,11 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   Logins      admin / demo  (platform admin, reviews requests)
               alice / demo  (team vision)   carol / demo  (team vision, manager)
               bob / demo    (team nlp)      dave / demo   (team speech, manager)
-  Cluster     kubesim at http://127.0.0.1:{KUBESIM_PORT}   (KUBESIM_PORT={KUBESIM_PORT})
-              {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get resourcequota -A
+{chr(10).join(cluster.lines)}
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
-              {BASE_DIR / ".venv/bin/kubectl"} --kubeconfig {KUBECONFIG} get jobs -A
-              now, on kubesim's clock: curl -d '{{"advance": 300}}' http://127.0.0.1:{KUBESIM_PORT}/_sim/clock
-  Logs        {VAR_DIR}/{{web,worker,beat,kubesim}}.log
+              {KUBECTL} --kubeconfig {cluster.kubeconfig} get jobs -A
+              {cluster.batch_hint}
+  Logs        {VAR_DIR}/{{web,worker,beat,{cluster.service.name}}}.log
 {chr(10).join(billing_lines)}
 
 A process that dies is restarted, with a line here saying which and why.

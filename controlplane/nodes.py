@@ -1,7 +1,8 @@
 """kubesim's cluster files as KWOK nodes: the same names, GPU Feature Discovery
 labels, taints, capacity and allocatable, spot labels, so the two backends hold
-the same cluster. KWOK manages the nodes carrying `kwok.x-k8s.io/node: fake`
-(its lease keeps them Ready; take the annotation away and the heartbeats stop).
+the same cluster. KWOK manages the nodes labelled `kwok.x-k8s.io/node: fake`
+(its lease keeps them Ready; take the label away and the heartbeats stop: KWOK
+watches nodes by that label, so the node leaves its view).
 
 A node's InternalIP is loopback, where KWOK serves the kubelet's API (pod
 logs): nothing the API server does may reach a private address here."""
@@ -12,7 +13,8 @@ from pathlib import Path
 from kubesim import cluster
 from kubesim.app import DEFAULT_CLUSTER
 
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_LABEL = "kwok.x-k8s.io/node"
+KWOK_MANAGED = "fake"  # the value KWOK's label selector looks for
 CONTAINER_LOG = "kwok: this container is simulated; no process runs and nothing is logged."
 
 
@@ -24,7 +26,7 @@ def container_log(now: datetime) -> str:
 def kwok_nodes(path=None, *, kubelet_port: int, ip="127.0.0.1") -> list[dict]:
     nodes = []
     for node in cluster.build_nodes(cluster.load(Path(path or DEFAULT_CLUSTER))):
-        node["metadata"]["annotations"][KWOK_ANNOTATION] = "fake"
+        node["metadata"]["labels"][KWOK_LABEL] = KWOK_MANAGED
         node["spec"]["providerID"] = f"kwok://{node['metadata']['name']}"
         status = node["status"]
         del status["conditions"]  # KWOK's node-initialize stage reports them, fresh

@@ -19,6 +19,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -86,6 +87,7 @@ class ControlPlane:
         self.ksm_port, self.dcgm_port = ksm_port, dcgm_port
         self.dcgm = None
         self._etcd_data = None
+        self._timers: list[threading.Timer] = []
 
     # --- start and stop ---
 
@@ -110,6 +112,8 @@ class ControlPlane:
         return self
 
     def stop(self):
+        for timer in self._timers:
+            timer.cancel()
         if self.dcgm is not None:
             self.dcgm.stop()
             self.dcgm = None
@@ -369,6 +373,50 @@ class ControlPlane:
         self._wait("kube-state-metrics", lambda: "kube_node_info" in _get(ksm_url + "/metrics"))
         self.dcgm = DcgmExporter(self.kubeconfig_path, port=self.dcgm_port).start()
         self.dcgm_port = self.dcgm.port
+
+    # --- faults on demand ---
+
+    def reclaim(self, node: str, *, grace_seconds: int = 30) -> list[str]:
+        """A spot reclaim, as a cloud's interruption handler does it: cordon the node,
+        evict each pod through the Eviction API (the pod gets the DisruptionTarget
+        condition), and delete the node when the notice is over (the pod garbage
+        collector then deletes what is left on it). Returns the pods evicted."""
+        self.call("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}},
+                  content_type="application/merge-patch+json")  # fmt: skip
+        evicted = []
+        for pod in self.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")["items"]:
+            meta = pod["metadata"]
+            eviction = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                "deleteOptions": {"gracePeriodSeconds": grace_seconds},
+            }
+            with contextlib.suppress(urllib.error.HTTPError):  # gone meanwhile
+                self.call(
+                    "POST",
+                    f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
+                    eviction,
+                )
+                evicted.append(f"{meta['namespace']}/{meta['name']}")
+        timer = threading.Timer(grace_seconds, self._delete_node, [node])
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
+        return evicted
+
+    def _delete_node(self, node: str):
+        with contextlib.suppress(urllib.error.HTTPError, OSError):
+            self.call("DELETE", f"/api/v1/nodes/{node}")
+
+    def stop_heartbeats(self, node: str, stopped: bool = True):
+        """KWOK stops (or resumes) renewing the node's lease and status: after the
+        controller manager's node-monitor grace period the node is NotReady (Unknown),
+        tainted unreachable, and its pods are evicted as on a real cluster."""
+        value = None if stopped else nodes.KWOK_MANAGED
+        self.call("PATCH", f"/api/v1/nodes/{node}",
+                  {"metadata": {"labels": {nodes.KWOK_LABEL: value}}},
+                  content_type="application/merge-patch+json")  # fmt: skip
 
     # --- the API, as the cluster's admin ---
 

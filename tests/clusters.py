@@ -22,7 +22,6 @@ import json
 import os
 import re
 import ssl
-import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -150,6 +149,11 @@ class KubesimBackend(Backend):
     def xid(self, node, gpu, code):
         return self._call("POST", f"/_sim/nodes/{node}/gpus/{gpu}/xid", {"code": code})
 
+    def set_node_ready(self, node, ready: bool):
+        self._call(
+            "POST", f"/_sim/nodes/{node}/condition", {"status": "True" if ready else "Unknown"}
+        )
+
     def expire_watch_history(self):
         """Forget the watch history: any stored resourceVersion is now too old (410)."""
         self._call("POST", "/_sim/compact")
@@ -181,7 +185,6 @@ class KubernetesBackend(Backend):
         self.ca_pem = plane.authority.cert_pem
         self.directory = directory
         self._audit_offset = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
-        self._timers: list[threading.Timer] = []
 
     # --- the request log: the API server's audit log ---
 
@@ -231,36 +234,11 @@ class KubernetesBackend(Backend):
     # --- nodes ---
 
     def reclaim(self, node, *, grace_seconds=30):
-        """What a cloud's interruption handler does: cordon, evict every pod through
-        the Eviction API, and the node goes when the notice is over."""
-        self.plane.call(
-            "PATCH",
-            f"/api/v1/nodes/{node}",
-            {"spec": {"unschedulable": True}},
-            content_type="application/merge-patch+json",
-        )
-        pods = self.plane.get(f"/api/v1/pods?fieldSelector=spec.nodeName={node}")["items"]
-        for pod in pods:
-            meta = pod["metadata"]
-            with contextlib.suppress(urllib.error.HTTPError):
-                self.plane.call(
-                    "POST",
-                    f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
-                    {
-                        "apiVersion": "policy/v1",
-                        "kind": "Eviction",
-                        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                        "deleteOptions": {"gracePeriodSeconds": grace_seconds},
-                    },
-                )
-        timer = threading.Timer(grace_seconds, self._delete_node, [node])
-        timer.daemon = True
-        timer.start()
-        self._timers.append(timer)
+        self.plane.reclaim(node, grace_seconds=grace_seconds)
 
-    def _delete_node(self, node):
-        with contextlib.suppress(urllib.error.HTTPError, OSError):
-            self.plane.call("DELETE", f"/api/v1/nodes/{node}")
+    def set_node_ready(self, node, ready: bool):
+        """Stop (or resume) the node's heartbeats: NotReady after the grace period."""
+        self.plane.stop_heartbeats(node, stopped=not ready)
 
     def xid(self, node, gpu, code):
         raise AssertionError(
@@ -288,7 +266,7 @@ class KubernetesBackend(Backend):
 
     def reset(self, keep_namespaces=()):
         """Put the cluster back as the session started it."""
-        for timer in self._timers:
+        for timer in self.plane._timers:
             timer.cancel()
         keep = SYSTEM_NAMESPACES | set(keep_namespaces)
         names = [n["metadata"]["name"] for n in self.plane.get("/api/v1/namespaces")["items"]]
@@ -327,7 +305,7 @@ class KubernetesBackend(Backend):
         wanted = {n["metadata"]["name"]: n for n in self.plane.node_objects}
         live = {n["metadata"]["name"]: n for n in self.plane.get("/api/v1/nodes")["items"]}
         for name in set(live) - set(wanted):
-            self._delete_node(name)
+            self.plane._delete_node(name)
         for name, node in wanted.items():
             current = live.get(name)
             if current is None:

@@ -10,6 +10,8 @@ cd "$(dirname "$0")"
 cache=${PORTAL_CLUSTER_CACHE:-$HOME/.cache/gpu-portal/cluster}
 mkdir -p "$cache/bin"
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+# Where the Go installers put it, for shells whose PATH lacks it.
+export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 
 if ! command -v go >/dev/null; then
   echo "make cluster-binaries needs Go 1.26 or newer (go.dev/dl, or Debian's golang-1.26); none is on PATH" >&2

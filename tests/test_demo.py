@@ -11,6 +11,9 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+from controlplane.binaries import missing
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,3 +182,52 @@ def test_the_demo_window_opens_and_its_jobs_run_visible_with_kubectl(tmp_path):
 
 def kubectl():
     return shutil.which("kubectl") or str(ROOT / ".venv/bin/kubectl")
+
+
+def test_make_demo_cluster_kubernetes_runs_the_demo_on_the_real_control_plane(tmp_path):
+    """`make demo CLUSTER=kubernetes`: the same demo on the real control plane. The
+    seeded quota is on the API server, the window's Jobs wait there suspended, and
+    Ctrl-C stops the control plane with the rest."""
+    absent = missing()
+    if absent:
+        pytest.skip(absent)
+    env = demo_env(tmp_path, PORTAL_DEMO_CLUSTER="kubernetes", CLUSTER_PORT=free_port())
+    console = tmp_path / "console.txt"
+    with open(console, "w") as out:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "portal.demo"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    kubeconfig = tmp_path / "cluster" / "kubeconfig"
+
+    def get(*what):
+        listed = subprocess.run(
+            [kubectl(), "--kubeconfig", str(kubeconfig), "get", *what, "-A", "-o", "json"],
+            capture_output=True, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        return json.loads(listed.stdout)["items"]
+
+    try:
+        wait_for(lambda: "Press Ctrl-C to stop." in console.read_text(), timeout=240)
+        banner = console.read_text()
+        assert (
+            f"Kubernetes v1.37.2 with KWOK GPU nodes at https://127.0.0.1:{env['CLUSTER_PORT']}"
+            in banner
+        )
+        quotas = wait_for(lambda: len(found := get("resourcequota")) >= 3 and found, timeout=120)
+        assert {q["metadata"]["namespace"] for q in quotas} >= {"vision", "nlp", "speech"}
+        jobs = wait_for(lambda: len(found := get("jobs")) == 3 and found, timeout=120)
+        assert all(job["spec"]["suspend"] for job in jobs)
+        plane = [pid for pid, cmd in children(runner.pid).items() if "controlplane" in cmd]
+        assert len(plane) == 1
+        apiservers = [pid for pid, cmd in children(plane[0]).items() if "kube-apiserver" in cmd]
+        assert len(apiservers) == 1
+
+        os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in the terminal
+        assert runner.wait(timeout=90) == 0
+        wait_for(lambda: not alive(apiservers[0]), timeout=30)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()

@@ -12,6 +12,7 @@ lives under `directory`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import shutil
 import signal
@@ -151,6 +152,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches the runner, which stops them in order
+                preexec_fn=_die_with_parent,
             )
         process.log_path = log_path
         process.command = command
@@ -451,6 +453,13 @@ class ControlPlane:
             if exc.code == 404:
                 return None
             raise
+
+
+def _die_with_parent():
+    """In the child: be killed if the process that started it dies without stopping it
+    (a test run killed mid-way), so no control plane outlives its runner."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _get(url: str) -> str:

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import ssl
+import tempfile
 import urllib.error
 import urllib.request
 import uuid
@@ -410,13 +411,14 @@ def _request_of(event: dict) -> dict:
     return entry
 
 
-def control_plane_or_skip(directory: Path) -> ControlPlane:
-    """The session's control plane; without its build, a skip saying how to get it
-    (a failure under CI=true, by tests/conftest.py)."""
+def control_plane_or_skip() -> ControlPlane:
+    """The session's control plane, in a directory of its own (pytest prunes old base
+    temp directories, even those of another session still running beside this one);
+    without its build, a skip saying how to get it (a failure under CI=true)."""
     absent = missing()
     if absent:
         pytest.skip(absent)
-    plane = ControlPlane(directory, log=lambda *_: None)
+    plane = ControlPlane(tempfile.mkdtemp(prefix="gpu-portal-control-plane-"), log=lambda *_: None)
     plane.start()
     return plane
 

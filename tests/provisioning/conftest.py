@@ -8,6 +8,7 @@ Workers are separate processes, so tests that use them commit their rows
 
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,11 +65,14 @@ def portal_rules(request):
 
 
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory):
-    """The real control plane (controlplane/), one per session."""
-    plane = control_plane_or_skip(tmp_path_factory.mktemp("control-plane"))
+def control_plane():
+    """The real control plane (controlplane/), one per session. Its files live in a
+    directory of its own: pytest prunes old base temp directories, including those
+    of another session still running beside this one."""
+    plane = control_plane_or_skip()
     yield plane
     plane.stop()
+    shutil.rmtree(plane.directory, ignore_errors=True)
 
 
 @pytest.fixture(params=BACKENDS)

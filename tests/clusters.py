@@ -16,7 +16,6 @@ kubesim's alone (tests that need it are marked `kubesim_only`).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -34,6 +33,7 @@ import yaml
 from controlplane import nodes as kwok_nodes
 from controlplane.binaries import missing
 from controlplane.runner import ControlPlane
+from kubesim.kubeconfig import kubeconfig
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,20 +58,6 @@ METHOD_OF_VERB = {
 }
 
 
-def _token_kubeconfig(url: str, token: str, ca_pem: bytes | None) -> dict:
-    cluster = {"server": url}
-    if ca_pem:
-        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": cluster}],
-        "users": [{"name": CONTEXT, "user": {"token": token}}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT}}],
-        "current-context": CONTEXT,
-    }
-
-
 class Backend:
     """What both backends offer the tests."""
 
@@ -88,7 +74,8 @@ class Backend:
         """Let `seconds` of cluster time pass (kubesim: its clock moves at once)."""
 
     def portal_kubeconfig(self, token: str, path: Path) -> str:
-        path.write_text(yaml.safe_dump(_token_kubeconfig(self.url, token, self.ca_pem)))
+        config = kubeconfig(self.url, context=CONTEXT, token=token, ca_pem=self.ca_pem)
+        path.write_text(yaml.safe_dump(config))
         return str(path)
 
 

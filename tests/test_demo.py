@@ -70,15 +70,19 @@ def demo_env(tmp_path, **extra):
     }
 
 
+def start_demo(env, console):
+    """`make demo`'s runner in its own process group, as a terminal gives it."""
+    with open(console, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "portal.demo"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+
 def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
     env = demo_env(tmp_path)
     console = tmp_path / "console.txt"
-    with open(console, "w") as out:
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "portal.demo"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, as a terminal gives it
-        )  # fmt: skip
+    runner = start_demo(env, console)
     started = []
     try:
         wait_for(lambda: "Press Ctrl-C to stop." in console.read_text(), timeout=180)
@@ -120,12 +124,7 @@ def test_the_demo_window_opens_and_its_jobs_run_visible_with_kubectl(tmp_path):
     )
     kubesim_port = env["KUBESIM_PORT"]
     console = tmp_path / "console.txt"
-    with open(console, "w") as out:
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "portal.demo"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+    runner = start_demo(env, console)
 
     def jobs():
         listed = subprocess.run(
@@ -193,12 +192,7 @@ def test_make_demo_cluster_kubernetes_runs_the_demo_on_the_real_control_plane(tm
         pytest.skip(absent)
     env = demo_env(tmp_path, PORTAL_DEMO_CLUSTER="kubernetes", CLUSTER_PORT=free_port())
     console = tmp_path / "console.txt"
-    with open(console, "w") as out:
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "portal.demo"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+    runner = start_demo(env, console)
     kubeconfig = tmp_path / "cluster" / "kubeconfig"
 
     def get(*what):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.dcgm import DcgmExporter
 from controlplane.nodes import KWOK_LABEL
 from kubesim import cluster as cluster_file
 from kubesim.app import DEFAULT_CLUSTER
@@ -187,3 +188,30 @@ def test_the_exporters_show_a_running_gpu_pod(plane):
         'resource="nvidia_com_gpu"' in row and 'unit="integer"' in row and row.endswith(" 1")
         for row in requests
     )
+
+
+def test_the_dcgm_pages_work_over_either_api_server(backend, cluster):
+    """One exporter module for both backends: kubesim's pods say which GPU they hold,
+    the real cluster's do not (the exporter chooses, as the device plugin did)."""
+    cluster.call(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        body=gpu_pod("held", {"kubesim.io/duration": "1h"}),
+    )
+    phase = lambda: (cluster.get("Pod", "held", "default") or {}).get("status", {}).get("phase")  # noqa: E731
+    wait_for(lambda: phase() == "Running", timeout=60)
+    exporter = DcgmExporter(backend.admin_kubeconfig).start()
+    try:
+        node = cluster.get("Pod", "held", "default")["spec"]["nodeName"]
+        page = exporter.page(node)
+        held = [
+            row
+            for row in page.splitlines()
+            if 'pod="held"' in row and row.startswith("DCGM_FI_DEV_FB_USED{")
+        ]
+        assert (
+            len(held) == 1 and 'namespace="default"' in held[0] and f'Hostname="{node}"' in held[0]
+        )
+        assert exporter.page("cpu-0") is None  # no GPU, no exporter pod
+    finally:
+        exporter.stop()

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 
 from batch import actions, occurrences, validation
 from batch.models import BatchJob, BatchJobEvent, BatchWindow, ImageRule, TeamShare
+from gpu_requests import inputs
 from gpu_requests.models import Flavor
 
 
@@ -54,10 +55,11 @@ class WindowForm(forms.ModelForm):
         capacity = {}
         for item in self._items(cleaned.get("capacity_text")):
             slug, _, gpus = item.partition("=")
-            if not gpus.strip().isdigit() or len(gpus.strip()) > 6:
+            gpus = inputs.whole_number(gpus, maximum=validation.MAX_GPUS)
+            if gpus is None:
                 self.add_error("capacity_text", f"{item!r}: write slug=GPUs, e.g. h100=8.")
                 return cleaned
-            capacity[slug.strip()] = int(gpus)
+            capacity[slug.strip()] = gpus
         flavors = {f.slug: f for f in Flavor.objects.filter(slug__in=list(capacity))}
         if unknown := sorted(set(capacity) - set(flavors)):
             self.add_error("capacity_text", f"Unknown flavor(s): {', '.join(unknown)}.")

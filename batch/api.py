@@ -28,6 +28,7 @@ from batch.serializers import (
 )
 from cluster import clock
 from gpu_requests import actions as quota_actions
+from gpu_requests import inputs
 from gpu_requests.api import ERROR_400, ERROR_404, ERROR_409, APIViewSetMixin
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
 
@@ -179,7 +180,8 @@ def filter_jobs(jobs, params):
         jobs = jobs.filter(team__slug=team)
     window = params.get("window")
     if window:
-        if not window.isdigit() or len(window) > 18:
+        window_id = inputs.whole_number(window)
+        if window_id is None:
             raise ValidationError({"window": ["Give a window id."]})
-        jobs = jobs.filter(window_id=int(window))
+        jobs = jobs.filter(window_id=window_id)
     return jobs

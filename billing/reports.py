@@ -14,6 +14,7 @@ from billing import charts, metering, prometheus, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
+from gpu_requests import inputs
 from gpu_requests.models import Flavor, Team
 
 CENT = Decimal("0.01")
@@ -31,10 +32,9 @@ class Month:
         now = now or timezone.now()
         if raw:
             year, _, month = str(raw).partition("-")
-            if not (year.isdigit() and month.isdigit() and len(year) == 4 and len(month) <= 2):
-                raise ValueError("Give the month as YYYY-MM, e.g. 2027-01.")
-            year, month = int(year), int(month)
-            if not 1 <= month <= 12 or not 2000 <= year <= 2200:
+            year = inputs.whole_number(year, minimum=2000, maximum=2200)
+            month = inputs.whole_number(month, minimum=1, maximum=12)
+            if year is None or month is None:
                 raise ValueError("Give the month as YYYY-MM, e.g. 2027-01.")
         else:
             year, month = now.year, now.month

@@ -64,7 +64,16 @@ def env_rate(name, default):
     """A rate as DRF's throttles take it: `100/min` (per sec, min, hour or day)."""
     raw = os.environ.get(name) or default
     count, _, period = raw.partition("/")
-    if not count.isdigit() or period not in ("s", "sec", "m", "min", "h", "hour", "d", "day"):
+    if not (count.isascii() and count.isdigit()) or period not in (
+        "s",
+        "sec",
+        "m",
+        "min",
+        "h",
+        "hour",
+        "d",
+        "day",
+    ):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a rate like 100/min")
     return raw
 

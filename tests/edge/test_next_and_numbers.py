@@ -88,3 +88,32 @@ def test_whole_number_bounds():
     assert inputs.whole_number("9" * 40) is None
     assert inputs.whole_number("5", minimum=6) is None
     assert inputs.whole_number("5", maximum=4) is None
+
+
+@pytest.mark.parametrize("window", ["²", "١", "x", "-1"])
+def test_the_batch_job_list_and_api_refuse_a_window_that_is_no_id(client, alice, window):
+    client.force_login(alice)
+    page = client.get(reverse("batch_jobs"), {"window": window})
+    assert page.status_code == 200
+    assert "Give a window id." in page.content.decode()
+    api = client.get("/api/v1/batch-jobs/", {"window": window})
+    assert api.status_code == 400
+    assert api.json() == {"window": ["Give a window id."]}
+
+
+def test_the_admin_window_form_refuses_unicode_digits_as_gpus(client, admin_user, h100):
+    from tests.batch.test_admin import window_form
+
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    response = client.post("/admin/batch/batchwindow/add/", window_form(capacity_text="h100=²"))
+    assert response.status_code == 200
+    assert "write slug=GPUs" in response.content.decode()
+
+
+@pytest.mark.parametrize("month", ["2027-²", "²027-01", "2027-1x", "99999-01"])
+def test_the_spend_page_answers_404_to_a_month_that_is_none(client, alice, vision, month):
+    client.force_login(alice)
+    response = client.get(reverse("billing_team", args=[vision.slug]), {"month": month})
+    assert response.status_code == 404

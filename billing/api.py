@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 from billing import actions, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
 from gpu_requests import actions as quota_actions
+from gpu_requests.api import ReviewersWrite
 from gpu_requests.models import Flavor
 from gpu_requests.serializers import ErrorSerializer
 
@@ -143,6 +144,9 @@ class RateSerializer(serializers.ModelSerializer):
 
 
 class RatesView(APIView):
+    permission_classes = [ReviewersWrite]
+    write_denied = "Only platform admins can change prices."
+
     @extend_schema(responses=RateSerializer(many=True))
     def get(self, request):
         """The rate card, oldest first per flavor (append-only)."""

@@ -355,6 +355,10 @@ def request_detail(request, pk):
 def _act(request, pk, action):
     """Run one action on a request and answer with the queue row (htmx) or a redirect."""
     quota_request = _get_request_for_user(request.user, pk)
+    try:
+        actions.require(action, request.user, quota_request)
+    except actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
     form = ReasonForm(request.POST)
     if not form.is_valid():
         level, text = messages.ERROR, " ".join(form.errors["reason"])

@@ -330,6 +330,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 # read from X-Forwarded-For (portal/proxies.py), for login limits and API throttles.
 PORTAL_TRUSTED_PROXIES = env_int("PORTAL_TRUSTED_PROXIES", 0, minimum=0)
 AXES_CLIENT_IP_CALLABLE = "portal.proxies.client_ip"
+AXES_USERNAME_CALLABLE = "portal.proxies.login_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 LOGIN_URL = "login"

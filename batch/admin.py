@@ -80,7 +80,7 @@ class WindowForm(forms.ModelForm):
         names = {"days": "days_text", "exceptions": "exceptions_text", "capacity": "capacity_text"}
         for field, messages in errors.items():
             self.add_error(names.get(field, field), messages)
-        if not errors and cleaned.get("enabled"):
+        if not errors:
             rule = occurrences.WeeklyRule(
                 timezone=cleaned["timezone"],
                 days=tuple(cleaned["days"]),
@@ -94,6 +94,7 @@ class WindowForm(forms.ModelForm):
                     cleaned["name"],
                     rule,
                     cleaned["capacity"],
+                    enabled=bool(cleaned.get("enabled")),
                     exclude_window=self.instance if self.instance.pk else None,
                 )
             except ValidationError as exc:

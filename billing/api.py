@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import actions, queries
+from billing import actions, exports, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
 from gpu_requests import actions as quota_actions
 from gpu_requests.api import ReviewersWrite
@@ -107,13 +107,13 @@ def _usage_row(row, currency):
     out = {}
     for key, value in row.items():
         if key == "day":
-            out["day"] = value.date().isoformat()
+            out["day"] = exports.figure(key, value)
         elif key.endswith("__slug"):
             out[key.removesuffix("__slug")] = value
         elif key.endswith("__name") or key in ("gpus",):
             continue
         elif key.endswith(("_gpu_hours", "cost", "credit")):
-            out[key] = str(round(value, 4 if key.endswith("hours") else 2))
+            out[key] = str(exports.figure(key, value))
         else:
             out[key] = value
     out["currency"] = currency

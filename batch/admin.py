@@ -80,7 +80,8 @@ class WindowForm(forms.ModelForm):
         names = {"days": "days_text", "exceptions": "exceptions_text", "capacity": "capacity_text"}
         for field, messages in errors.items():
             self.add_error(names.get(field, field), messages)
-        if not errors:
+        # A field Django refused (a start time that is no time) is not in `cleaned`.
+        if not errors and not self.errors:
             rule = occurrences.WeeklyRule(
                 timezone=cleaned["timezone"],
                 days=tuple(cleaned["days"]),

@@ -1,7 +1,8 @@
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
 
-from gpu_requests import actions, hooks
+from gpu_requests import actions, hooks, inputs
 from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
 
@@ -9,6 +10,28 @@ admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"
 admin.site.index_title = "Teams, catalog and quota"
 admin.site.site_url = "/"
+
+
+class WholeNumberAutocomplete(AutocompleteSelect):
+    """Django's autocomplete widget looks the selected value up as an id when it
+    renders, also a value a client posted or put in the add page's query string:
+    "x" raised ValueError there (a 500). Values that are no id select nothing; the
+    form's own validation says what is wrong."""
+
+    def optgroups(self, name, value, attrs=None):
+        ids = [v for v in value if v in ("", None) or inputs.whole_number(str(v)) is not None]
+        return super().optgroups(name, ids, attrs)
+
+
+class SafeAutocompleteMixin:
+    """`autocomplete_fields` with WholeNumberAutocomplete (for ModelAdmins and inlines)."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name in self.get_autocomplete_fields(request):
+            kwargs["widget"] = WholeNumberAutocomplete(
+                db_field, self.admin_site, using=kwargs.get("using")
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class ReadOnlyAdminMixin:
@@ -25,7 +48,7 @@ class ReadOnlyAdminMixin:
         return super().change_view(request, object_id, form_url, extra_context)
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     model = Membership
     extra = 1
     autocomplete_fields = ["user"]

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import capacity, hooks, notices
+from gpu_requests import capacity, hooks, inputs, notices
 from gpu_requests.models import (
     MAX_TEXT_LENGTH,
     AuditEvent,
@@ -562,6 +562,10 @@ def create_team(*, name, slug, by):
     """A new team (its namespace is named after `slug`); the creator is not made a member."""
     if not can_review(by):
         raise NotAllowed("Only platform admins can create teams.")
+    if inputs.has_control_characters(name):
+        raise ValidationError(
+            {"name": ["A name is one line: no line breaks, tabs or other control characters."]}
+        )
     team = Team(name=name, slug=slug)
     team.full_clean()
     team.save()

@@ -435,6 +435,11 @@ if PORTAL_CLUSTER_API_URL and not (PORTAL_CLUSTER_OIDC_ISSUER and PORTAL_CLUSTER
         "PORTAL_CLUSTER_API_URL is set: set PORTAL_CLUSTER_OIDC_ISSUER and "
         "PORTAL_CLUSTER_OIDC_CLIENT_ID (or OIDC_RP_CLIENT_ID) too"
     )
+# /metrics is for Prometheus only: it names teams and their sync failures. It is
+# served to a request with `Authorization: Bearer <PORTAL_METRICS_TOKEN>` (from a
+# Secret; Prometheus' `authorization.credentials_file`); without a token set it is
+# a 404, except with DJANGO_DEBUG on (a developer's machine).
+PORTAL_METRICS_TOKEN = env_str("PORTAL_METRICS_TOKEN", "")
 # /readyz gives each of its checks (database, broker, cluster) this many seconds.
 PORTAL_READY_TIMEOUT = env_int("PORTAL_READY_TIMEOUT", 2, minimum=1)
 # A worker's claim on a team's sync runs out after this many seconds (if it died).

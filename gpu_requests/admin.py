@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
@@ -48,8 +49,26 @@ class ReadOnlyAdminMixin:
         return super().change_view(request, object_id, form_url, extra_context)
 
 
+class MembershipForm(forms.ModelForm):
+    class Meta:
+        model = Membership
+        fields = ["user", "role"]
+
+    def clean(self):
+        # The inline leaves the team out of Django's unique checks, so a form posted
+        # as new for someone already in the team (a management form that counts its
+        # initial forms wrong) reached the database's constraint: a 500.
+        cleaned = super().clean()
+        user, team = cleaned.get("user"), self.instance.team_id
+        taken = Membership.objects.filter(team_id=team, user=user).exclude(pk=self.instance.pk)
+        if user is not None and team is not None and taken.exists():
+            self.add_error("user", f"{user.username} is already in this team.")
+        return cleaned
+
+
 class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     model = Membership
+    form = MembershipForm
     extra = 1
     autocomplete_fields = ["user"]
 

@@ -68,3 +68,26 @@ def test_a_window_time_that_is_no_time_is_a_form_error(root, admin_user, h100, f
     )
     change = f"/admin/batch/batchwindow/{window.pk}/change/"
     assert root.post(change, window_form(**{field: "x"})).status_code == 200
+
+
+@pytest.mark.parametrize("initial", ["0", "-99999999999999999999"])
+def test_a_membership_posted_as_new_twice_is_a_form_error(root, vision, alice, initial):
+    membership = vision.memberships.get()
+    data = {
+        "name": "Vision",
+        "slug": "vision",
+        "archived_at_0": "",
+        "archived_at_1": "",
+        "memberships-TOTAL_FORMS": "1",
+        "memberships-INITIAL_FORMS": initial,
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
+        "memberships-0-id": str(membership.pk),
+        "memberships-0-team": str(vision.pk),
+        "memberships-0-user": str(alice.pk),
+        "memberships-0-role": "member",
+    }
+    response = root.post(f"/admin/gpu_requests/team/{vision.pk}/change/", data)
+    assert response.status_code == 200
+    assert "alice is already in this team." in response.content.decode()
+    assert vision.memberships.count() == 1

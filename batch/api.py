@@ -66,7 +66,11 @@ class WindowViewSet(
     @extend_schema(
         parameters=[
             OpenApiParameter("from", str, description="ISO 8601 with offset; default now."),
-            OpenApiParameter("to", str, description="Default 14 days later; at most 92 days."),
+            OpenApiParameter(
+                "to",
+                str,
+                description="After `from`; default 14 days later, at most 92 days after `from`.",
+            ),
         ],
         responses={200: OpenApiResponse(description="Occurrences in the range."), 400: ERROR_400},
     )

@@ -61,7 +61,9 @@ class UsageView(APIView):
             OpenApiParameter("team", str, description="team slug"),
             OpenApiParameter("flavor", str, description="flavor slug"),
             OpenApiParameter("from", OpenApiTypes.DATETIME, description="inclusive"),
-            OpenApiParameter("to", OpenApiTypes.DATETIME, description="exclusive"),
+            OpenApiParameter(
+                "to", OpenApiTypes.DATETIME, description="exclusive; must be after `from`"
+            ),
             OpenApiParameter("group_by", str, enum=list(GROUPS)),
         ],
         responses={200: OpenApiTypes.OBJECT, 404: NOT_YOURS},

@@ -515,6 +515,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/static/favicon.svg",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.schema.no_nul_characters",
+    ],
     # Two choice sets share the field name `status`: naming both keeps the
     # requests' enum `StatusEnum`, as published before teams had a sync status.
     "ENUM_NAME_OVERRIDES": {

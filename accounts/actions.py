@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import PREFIX, PersonalToken, digest
+from gpu_requests import inputs
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def create_token(user, *, name, days):
     if days not in EXPIRY_DAYS:
         raise TokenError(f"Choose an expiry of {', '.join(map(str, EXPIRY_DAYS))} days.")
     name = name.strip()
-    if not name or len(name) > 100 or "\x00" in name:
+    if not name or len(name) > 100 or inputs.has_control_characters(name):
         raise TokenError("Give the token a name of 1 to 100 characters.")
     # Lock the user's row: two clicks at once cannot both pass the cap.
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()

@@ -68,9 +68,9 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
     """Window occurrences as reservations of their flavors' capacity, like approved quota.
 
     Registered with gpu_requests.capacity, so approvals and the review queue count
-    them. An open-ended period is looked at for the quota horizon (366 days). Two queries.
+    them. An open-ended period is looked at up to the capacity horizon. Two queries.
     """
-    ends_at = ends_at or starts_at + quota_actions.MAX_LEAD
+    ends_at = ends_at or quota_capacity.horizon(flavor_ids, starts_at)
     held = []
     for window, found, capacity in windows_with_occurrences(starts_at, ends_at):
         if exclude_window is not None and window.pk == exclude_window.pk:
@@ -100,16 +100,31 @@ class WindowCapacityExceeded(ActionError):
     pass
 
 
-def check_capacity(window_name, rule, capacity, *, exclude_window=None, now=None):
-    """Refuse batch capacity that, at the busiest instant of an occurrence within the
-    quota horizon, would exceed the flavor's capacity minus approved/active quota and
-    the other windows' batch capacity. Three queries."""
-    now = now or timezone.now()
-    ends_at = now + quota_actions.MAX_LEAD
-    found = rule.between(now, ends_at)
-    if not found or not capacity:
+def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=None, now=None):
+    """Refuse batch capacity larger than its flavor, and, for an enabled window, capacity
+    that at the busiest instant of an occurrence would exceed the flavor's capacity
+    minus approved/active quota and the other windows' batch capacity. The occurrences
+    are looked at as far ahead as approvals see them (gpu_requests.capacity.horizon),
+    so the two checks agree. Four queries."""
+    for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
+        total = quota_actions.capacity_of(flavor)
+        if gpus > total:
+            raise ValidationError(
+                {
+                    "capacity": [
+                        f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but the "
+                        f"flavor has {total}."
+                    ]
+                }
+            )
+    if not enabled or not capacity:
         return
+    now = now or timezone.now()
     flavor_ids = {flavor.pk for flavor in capacity}
+    ends_at = quota_capacity.horizon(flavor_ids, now)
+    found = rule.between(now, ends_at)
+    if not found:
+        return
     by_flavor = defaultdict(list)
     for held in quota_capacity.reservations(flavor_ids, now, ends_at):
         by_flavor[held.flavor_id].append(held)
@@ -117,10 +132,9 @@ def check_capacity(window_name, rule, capacity, *, exclude_window=None, now=None
         by_flavor[held.flavor_id].append(held)
     for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
         total = quota_actions.capacity_of(flavor)
+        timeline = quota_capacity.Timeline(by_flavor[flavor.pk])  # one sort, then bisections
         for occurrence in found:
-            busiest = quota_capacity.peak(
-                by_flavor[flavor.pk], occurrence.opens_at, occurrence.closes_at
-            )
+            busiest = timeline.peak(occurrence.opens_at, occurrence.closes_at)
             if busiest + gpus > total:
                 when = occurrences.label(occurrence, rule.timezone)
                 raise ValidationError(
@@ -154,8 +168,13 @@ def save_window(window, *, by, capacity, **fields):
         end_day=fields.get("end_day") or None,
         exceptions=frozenset(fields.get("exceptions") or ()),
     )
-    if fields.get("enabled", True):
-        check_capacity(fields["name"], rule, capacity, exclude_window=window)
+    check_capacity(
+        fields["name"],
+        rule,
+        capacity,
+        enabled=fields.get("enabled", True),
+        exclude_window=window,
+    )
     if window is None:
         window = BatchWindow.objects.create(**fields)
     else:

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 
 from batch import actions, occurrences, validation
 from batch.models import BatchJob, BatchJobEvent, BatchWindow, ImageRule, TeamShare
+from gpu_requests import inputs
 from gpu_requests.models import Flavor
 
 
@@ -54,10 +55,11 @@ class WindowForm(forms.ModelForm):
         capacity = {}
         for item in self._items(cleaned.get("capacity_text")):
             slug, _, gpus = item.partition("=")
-            if not gpus.strip().isdigit() or len(gpus.strip()) > 6:
+            gpus = inputs.whole_number(gpus, maximum=validation.MAX_GPUS)
+            if gpus is None:
                 self.add_error("capacity_text", f"{item!r}: write slug=GPUs, e.g. h100=8.")
                 return cleaned
-            capacity[slug.strip()] = int(gpus)
+            capacity[slug.strip()] = gpus
         flavors = {f.slug: f for f in Flavor.objects.filter(slug__in=list(capacity))}
         if unknown := sorted(set(capacity) - set(flavors)):
             self.add_error("capacity_text", f"Unknown flavor(s): {', '.join(unknown)}.")
@@ -78,7 +80,8 @@ class WindowForm(forms.ModelForm):
         names = {"days": "days_text", "exceptions": "exceptions_text", "capacity": "capacity_text"}
         for field, messages in errors.items():
             self.add_error(names.get(field, field), messages)
-        if not errors and cleaned.get("enabled"):
+        # A field Django refused (a start time that is no time) is not in `cleaned`.
+        if not errors and not self.errors:
             rule = occurrences.WeeklyRule(
                 timezone=cleaned["timezone"],
                 days=tuple(cleaned["days"]),
@@ -92,6 +95,7 @@ class WindowForm(forms.ModelForm):
                     cleaned["name"],
                     rule,
                     cleaned["capacity"],
+                    enabled=bool(cleaned.get("enabled")),
                     exclude_window=self.instance if self.instance.pk else None,
                 )
             except ValidationError as exc:

@@ -15,7 +15,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from batch import actions, calendar
@@ -28,7 +28,8 @@ from batch.serializers import (
 )
 from cluster import clock
 from gpu_requests import actions as quota_actions
-from gpu_requests.api import ERROR_400, ERROR_404, ERROR_409, APIViewSetMixin
+from gpu_requests import inputs
+from gpu_requests.api import ERROR_400, ERROR_404, ERROR_409, APIViewSetMixin, ReviewersWrite
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)
@@ -47,20 +48,16 @@ class WindowViewSet(
     queryset = BatchWindow.objects.prefetch_related("capacities__flavor")
     serializer_class = WindowSerializer
     lookup_value_regex = r"[0-9]+"
-
-    def _require_admin(self):
-        if not quota_actions.can_review(self.request.user):
-            raise PermissionDenied("Only platform admins can change batch windows.")
+    permission_classes = [ReviewersWrite]
+    write_denied = "Only platform admins can change batch windows."
 
     def perform_create(self, serializer):
-        self._require_admin()
         data = dict(serializer.validated_data)
         serializer.instance = actions.save_window(
             None, by=self.request.user, capacity=data.pop("capacity"), **data
         )
 
     def perform_update(self, serializer):
-        self._require_admin()
         data = dict(serializer.validated_data)
         serializer.instance = actions.save_window(
             serializer.instance, by=self.request.user, capacity=data.pop("capacity"), **data
@@ -69,7 +66,11 @@ class WindowViewSet(
     @extend_schema(
         parameters=[
             OpenApiParameter("from", str, description="ISO 8601 with offset; default now."),
-            OpenApiParameter("to", str, description="Default 14 days later; at most 92 days."),
+            OpenApiParameter(
+                "to",
+                str,
+                description="After `from`; default 14 days later, at most 92 days after `from`.",
+            ),
         ],
         responses={200: OpenApiResponse(description="Occurrences in the range."), 400: ERROR_400},
     )
@@ -179,7 +180,8 @@ def filter_jobs(jobs, params):
         jobs = jobs.filter(team__slug=team)
     window = params.get("window")
     if window:
-        if not window.isdigit() or len(window) > 18:
+        window_id = inputs.whole_number(window)
+        if window_id is None:
             raise ValidationError({"window": ["Give a window id."]})
-        jobs = jobs.filter(window_id=int(window))
+        jobs = jobs.filter(window_id=window_id)
     return jobs

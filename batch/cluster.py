@@ -23,7 +23,7 @@ from batch import emails, manifests
 from batch.models import BatchJob, BatchJobEvent, JobSync, WatchState
 from cluster import clock, kube
 from cluster.outbox import Outbox
-from gpu_requests import hooks
+from gpu_requests import hooks, inputs
 from gpu_requests.notices import Notice, absolute
 from provisioning.manifests import namespace_name
 
@@ -257,8 +257,7 @@ def outcome(obj):
 
 def _job_id(obj):
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    value = labels.get(manifests.JOB_LABEL, "")
-    return int(value) if value.isdigit() else None
+    return inputs.whole_number(labels.get(manifests.JOB_LABEL, ""))
 
 
 def record(obj, *, cluster, now=None):

@@ -170,7 +170,8 @@ class JobCreateSerializer(serializers.Serializer):
 
 
 class JobEventSerializer(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # None for the portal's own transitions (planned, released, finished).
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = BatchJobEvent
@@ -212,7 +213,12 @@ class KubernetesJobSerializer(serializers.Serializer):
 
 
 class JobDetailSerializer(JobSerializer):
-    window = serializers.IntegerField(source="target_window_id", read_only=True)
+    window = serializers.IntegerField(
+        source="target_window_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The window asked for; null: any window that fits.",
+    )
     occurrence = serializers.SerializerMethodField()
     kubernetes_job = serializers.SerializerMethodField()
     events = JobEventSerializer(many=True, read_only=True)

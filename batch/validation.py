@@ -10,6 +10,7 @@ from datetime import time
 from django.utils import timezone
 
 from batch import occurrences
+from gpu_requests import inputs
 
 # Kubernetes' classic rule for environment variable names.
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
@@ -141,6 +142,16 @@ def annotation_errors(annotations):
     return []
 
 
+def name_errors(name):
+    """A job's or window's name: one line of 1 to 100 characters. It goes into email
+    subjects, where a line break raised BadHeaderError."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 100:
+        return ["Give a name of 1 to 100 characters."]
+    if inputs.has_control_characters(name):
+        return ["A name is one line: no line breaks, tabs or other control characters."]
+    return []
+
+
 def _whole(value, field, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
         return {field: ["A whole number is required."]}
@@ -153,9 +164,8 @@ def job_errors(data, *, prefixes, windows):
     """Errors of a job's fields. `windows`: [(window, occurrence list, capacity by flavor id)]
     for the enabled windows, over the planning horizon."""
     errors = {}
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > 100 or "\x00" in name:
-        errors["name"] = ["Give a name of 1 to 100 characters."]
+    if message := name_errors(data.get("name")):
+        errors["name"] = message
     if message := image_errors(data.get("image"), prefixes):
         errors["image"] = message
     for field in ("command", "args"):
@@ -240,8 +250,8 @@ def parse_time(value, field):
 def window_errors(*, name, timezone, days, start_time, end_time, end_day, exceptions, capacity):
     """Errors of a window's own fields; the capacity check against quota is in actions."""
     errors = {}
-    if not isinstance(name, str) or not name.strip() or len(name) > 100 or "\x00" in name:
-        errors["name"] = ["Give a name of 1 to 100 characters."]
+    if message := name_errors(name):
+        errors["name"] = message
     if not isinstance(days, list) or not all(isinstance(d, str) for d in days):
         errors["days"] = ['Give days as a list, e.g. ["fri", "sat"].']
         days = []

@@ -30,6 +30,7 @@ from billing.models import (
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from gpu_requests import actions as quota_actions
+from gpu_requests.emails import one_line
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning.manifests import namespace_name
 
@@ -461,6 +462,6 @@ def send_budget_alert(alert_id):
         f"See where it goes: {settings.PORTAL_BASE_URL}/billing/teams/{team.slug}/\n"
     )
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+        send_mail(one_line(subject), body, settings.DEFAULT_FROM_EMAIL, recipients)
     except Exception:  # the alert row stays; a mail outage must not undo ingestion
         log.exception("budget alert %s could not be sent", alert_id)

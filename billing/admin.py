@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 
 from billing import actions
 from billing.models import Budget, IngestedHour, Rate
+from gpu_requests.admin import SafeAutocompleteMixin
 from gpu_requests.formats import money
 
 
@@ -66,7 +67,7 @@ class RateAdmin(admin.ModelAdmin):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     list_display = ["team", "amount", "updated_at"]
     autocomplete_fields = ["team"]
 

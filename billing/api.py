@@ -12,9 +12,10 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import actions, queries
+from billing import actions, exports, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
 from gpu_requests import actions as quota_actions
+from gpu_requests.api import ReviewersWrite
 from gpu_requests.models import Flavor
 from gpu_requests.serializers import ErrorSerializer
 
@@ -60,7 +61,9 @@ class UsageView(APIView):
             OpenApiParameter("team", str, description="team slug"),
             OpenApiParameter("flavor", str, description="flavor slug"),
             OpenApiParameter("from", OpenApiTypes.DATETIME, description="inclusive"),
-            OpenApiParameter("to", OpenApiTypes.DATETIME, description="exclusive"),
+            OpenApiParameter(
+                "to", OpenApiTypes.DATETIME, description="exclusive; must be after `from`"
+            ),
             OpenApiParameter("group_by", str, enum=list(GROUPS)),
         ],
         responses={200: OpenApiTypes.OBJECT, 404: NOT_YOURS},
@@ -106,13 +109,13 @@ def _usage_row(row, currency):
     out = {}
     for key, value in row.items():
         if key == "day":
-            out["day"] = value.date().isoformat()
+            out["day"] = exports.figure(key, value)
         elif key.endswith("__slug"):
             out[key.removesuffix("__slug")] = value
         elif key.endswith("__name") or key in ("gpus",):
             continue
         elif key.endswith(("_gpu_hours", "cost", "credit")):
-            out[key] = str(round(value, 4 if key.endswith("hours") else 2))
+            out[key] = str(exports.figure(key, value))
         else:
             out[key] = value
     out["currency"] = currency
@@ -143,6 +146,9 @@ class RateSerializer(serializers.ModelSerializer):
 
 
 class RatesView(APIView):
+    permission_classes = [ReviewersWrite]
+    write_denied = "Only platform admins can change prices."
+
     @extend_schema(responses=RateSerializer(many=True))
     def get(self, request):
         """The rate card, oldest first per flavor (append-only)."""

@@ -241,8 +241,11 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
     activity = _by_pod(answers.get("activity", []), ns_label, pod_label)
     framebuffer = _by_pod(answers.get("framebuffer", []), ns_label, pod_label)
     threshold = float(threshold)
-    # Steps kube-state-metrics was scraped at: every scrape has the nodes' allocatable.
+    # Steps kube-state-metrics was scraped at: those with the nodes' allocatable, or a
+    # running pod's requests (a --metric-allowlist or --resources may leave the node
+    # families out; the pods' are what billing cannot do without).
     listed = {t for s in answers.get("capacity", []) for t, _ in s.points}
+    listed |= {t for s in answers.get("allocation", []) for t, _ in s.points}
     steps = [] if hour is None else [hour.timestamp() + i * step for i in range(3600 // step)]
     gaps = [t for t in steps if t not in listed]
 
@@ -258,12 +261,14 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
         return team[(team_id, flavor.pk)], workload[(team_id, namespace, kind, name, flavor.pk)]
 
     pods = {}  # (namespace, pod) -> (resource, node): what kube-state-metrics said
+    counted = set()  # (namespace, pod, timestamp): steps counted from the pod's requests
     for series in answers.get("allocation", []):
         labels = series.labels
         namespace, pod = labels.get("namespace", ""), labels.get("pod", "")
         resource = labels.get("resource", "")
         node = labels.get(node_label, "")
         pods[(namespace, pod)] = (resource, node)
+        counted.update((namespace, pod, timestamp) for timestamp, _ in series.points)
         flavor = resolve(resource, node)
         if flavor is None:
             continue
@@ -312,7 +317,9 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
 
     # A kube-state-metrics gap: requests and phases are unknown, but the exporter
     # still names the pod holding each device (it reads the kubelet's
-    # pod-resources API). Each such device-step is allocated and unmetered.
+    # pod-resources API). Each such device-step is allocated and unmetered, unless
+    # kube-state-metrics listed the pod at that step after all: a pod is never
+    # counted twice, whatever series are missing.
     gap_steps = set(gaps)
     offered = defaultdict(set)  # node -> the resources it offers
     for series in answers.get("capacity", []):
@@ -323,7 +330,8 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
             node = key[0]
             resource = _resource_of(profile, pods.get((namespace, pod)), offered.get(node, ()))
             for timestamp in gap_steps.intersection(values):
-                held[(namespace, pod, resource, node, timestamp)].add(key)
+                if (namespace, pod, timestamp) not in counted:
+                    held[(namespace, pod, resource, node, timestamp)].add(key)
     for (namespace, pod, resource, node, _), keys in held.items():
         flavor = resolve(resource, node)
         if flavor is None:

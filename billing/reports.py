@@ -15,7 +15,7 @@ from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
 from billing.rates import RateCard
-from gpu_requests import formats
+from gpu_requests import formats, inputs
 from gpu_requests.formats import with_article
 from gpu_requests.models import Flavor, Team
 from provisioning.manifests import namespace_name
@@ -35,10 +35,9 @@ class Month:
         now = now or timezone.now()
         if raw:
             year, _, month = str(raw).partition("-")
-            if not (year.isdigit() and month.isdigit() and len(year) == 4 and len(month) <= 2):
-                raise ValueError("Give the month as YYYY-MM, e.g. 2027-01.")
-            year, month = int(year), int(month)
-            if not 1 <= month <= 12 or not 2000 <= year <= 2200:
+            year = inputs.whole_number(year, minimum=2000, maximum=2200)
+            month = inputs.whole_number(month, minimum=1, maximum=12)
+            if year is None or month is None:
                 raise ValueError("Give the month as YYYY-MM, e.g. 2027-01.")
         else:
             year, month = now.year, now.month

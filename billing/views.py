@@ -1,18 +1,17 @@
 """Showback pages. Views parse input, call reports (reads) or actions (writes)."""
 
-import csv
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing import actions, health, prometheus, queries, reports
+from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
+from billing.models import WorkloadUsage
 from gpu_requests import actions as quota_actions
 
 
@@ -34,20 +33,11 @@ def _metering_status():
     return {"configured": bool(settings.PORTAL_PROMETHEUS_URL), "on_hold": actions.on_hold()}
 
 
-def _csv(filename, header, rows):
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    writer = csv.writer(response)
-    writer.writerow(header)
-    writer.writerows(rows)
-    return response
-
-
 FIGURE_COLUMNS = queries.COLUMNS
 
 
 def _export(rows, keys, filename):
-    return _csv(filename, keys, ([row.get(key, "") for key in keys] for row in rows))
+    return exports.csv_response(filename, keys, ([row.get(key) for key in keys] for row in rows))
 
 
 @login_required
@@ -92,7 +82,9 @@ def team_page(request, slug):
             "idle_cost",
             "cost",
         ]
-        return _export(report["workloads"], keys, f"{slug}-{month.label}-workloads.csv")
+        # Every workload of the month, not the page's top ten.
+        rows = WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
+        return _export(queries.workload_usage(rows), keys, f"{slug}-{month.label}-workloads.csv")
     reviewer = quota_actions.can_review(request.user)
     can_set_budget = reviewer or team.memberships.filter(user=request.user, role="manager").exists()
     return render(
@@ -176,7 +168,8 @@ def admin_page(request):
         keys = ["slug", *FIGURE_COLUMNS, "budget"]
         return _export(teams, keys, f"teams-{month.label}.csv")
     if table == "totals":
-        return _csv(f"cluster-{month.label}.csv", ["line", "value"], sorted(totals.items()))
+        lines = [(line, exports.figure(line, value)) for line, value in sorted(totals.items())]
+        return exports.csv_response(f"cluster-{month.label}.csv", ["line", "value"], lines)
     if table == "flavors":
         rows = [row for flavor in utilisation for row in flavor["rows"]]
         keys = [
@@ -190,7 +183,7 @@ def admin_page(request):
     pending, pending_count = reports.pending_hours()
     if table == "pending":
         rows = [(h.hour.isoformat(), h.attempts, h.last_error) for h in pending]
-        return _csv("pending-hours.csv", ["hour", "attempts", "last_error"], rows)
+        return exports.csv_response("pending-hours.csv", ["hour", "attempts", "last_error"], rows)
     trends = reports.idle_trends(month)
     for row in teams:
         row["budget_state"] = reports.budget_state(row["cost"], row["budget"])

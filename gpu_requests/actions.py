@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import capacity, hooks, notices
+from gpu_requests import capacity, hooks, inputs, notices
 from gpu_requests.models import (
     MAX_TEXT_LENGTH,
     AuditEvent,
@@ -129,6 +129,23 @@ def can_cancel(user, quota_request):
     if quota_request.requested_by_id == user.pk:
         return True
     return quota_request.team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
+
+
+_DENIED = {
+    Action.APPROVE: "Only platform admins can approve quota requests.",
+    Action.REJECT: "Only platform admins can reject quota requests.",
+    Action.CANCEL: "Only the requester or a team manager can cancel this request.",
+    Action.REVOKE: "Only platform admins can revoke quota.",
+}
+
+
+def require(action, user, quota_request):
+    """Raise NotAllowed unless `user` may take `action` (approve, reject, cancel or
+    revoke) on `quota_request`. The API asks before it reads the reason, so someone
+    without the right is told so whatever they sent."""
+    may = can_cancel(user, quota_request) if action == Action.CANCEL else can_review(user)
+    if not may:
+        raise NotAllowed(_DENIED[action])
 
 
 def is_archived(team):
@@ -307,8 +324,7 @@ def submit(
 
 @transaction.atomic
 def approve(quota_request, *, by, reason=""):
-    if not can_review(by):
-        raise NotAllowed("Only platform admins can approve quota requests.")
+    require(Action.APPROVE, by, quota_request)
     now = timezone.now()
     # Lock the flavor: approvals of one flavor queue up here, so the capacity
     # check and the status change below see every earlier approval.
@@ -350,8 +366,7 @@ def approve(quota_request, *, by, reason=""):
 
 @transaction.atomic
 def reject(quota_request, *, by, reason=""):
-    if not can_review(by):
-        raise NotAllowed("Only platform admins can reject quota requests.")
+    require(Action.REJECT, by, quota_request)
     decision = _move(
         quota_request,
         to=Status.REJECTED,
@@ -366,8 +381,7 @@ def reject(quota_request, *, by, reason=""):
 
 @transaction.atomic
 def cancel(quota_request, *, by, reason=""):
-    if not can_cancel(by, quota_request):
-        raise NotAllowed("Only the requester or a team manager can cancel this request.")
+    require(Action.CANCEL, by, quota_request)
     _move(
         quota_request,
         to=Status.CANCELLED,
@@ -381,8 +395,7 @@ def cancel(quota_request, *, by, reason=""):
 
 @transaction.atomic
 def revoke(quota_request, *, by, reason=""):
-    if not can_review(by):
-        raise NotAllowed("Only platform admins can revoke quota.")
+    require(Action.REVOKE, by, quota_request)
     decision = _move(
         quota_request,
         to=Status.REVOKED,
@@ -549,6 +562,10 @@ def create_team(*, name, slug, by):
     """A new team (its namespace is named after `slug`); the creator is not made a member."""
     if not can_review(by):
         raise NotAllowed("Only platform admins can create teams.")
+    if inputs.has_control_characters(name):
+        raise ValidationError(
+            {"name": ["A name is one line: no line breaks, tabs or other control characters."]}
+        )
     team = Team(name=name, slug=slug)
     team.full_clean()
     team.save()

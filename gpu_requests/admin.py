@@ -1,7 +1,9 @@
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
 
-from gpu_requests import actions, hooks
+from gpu_requests import actions, hooks, inputs
 from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
 
@@ -9,6 +11,28 @@ admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"
 admin.site.index_title = "Teams, catalog and quota"
 admin.site.site_url = "/"
+
+
+class WholeNumberAutocomplete(AutocompleteSelect):
+    """Django's autocomplete widget looks the selected value up as an id when it
+    renders, also a value a client posted or put in the add page's query string:
+    "x" raised ValueError there (a 500). Values that are no id select nothing; the
+    form's own validation says what is wrong."""
+
+    def optgroups(self, name, value, attrs=None):
+        ids = [v for v in value if v in ("", None) or inputs.whole_number(str(v)) is not None]
+        return super().optgroups(name, ids, attrs)
+
+
+class SafeAutocompleteMixin:
+    """`autocomplete_fields` with WholeNumberAutocomplete (for ModelAdmins and inlines)."""
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name in self.get_autocomplete_fields(request):
+            kwargs["widget"] = WholeNumberAutocomplete(
+                db_field, self.admin_site, using=kwargs.get("using")
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class ReadOnlyAdminMixin:
@@ -25,8 +49,26 @@ class ReadOnlyAdminMixin:
         return super().change_view(request, object_id, form_url, extra_context)
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipForm(forms.ModelForm):
+    class Meta:
+        model = Membership
+        fields = ["user", "role"]
+
+    def clean(self):
+        # The inline leaves the team out of Django's unique checks, so a form posted
+        # as new for someone already in the team (a management form that counts its
+        # initial forms wrong) reached the database's constraint: a 500.
+        cleaned = super().clean()
+        user, team = cleaned.get("user"), self.instance.team_id
+        taken = Membership.objects.filter(team_id=team, user=user).exclude(pk=self.instance.pk)
+        if user is not None and team is not None and taken.exists():
+            self.add_error("user", f"{user.username} is already in this team.")
+        return cleaned
+
+
+class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     model = Membership
+    form = MembershipForm
     extra = 1
     autocomplete_fields = ["user"]
 

@@ -14,7 +14,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -72,6 +72,21 @@ ERROR_409 = OpenApiResponse(
 
 class APIViewSetMixin:
     pagination_class = Pagination
+
+
+class ReviewersWrite(permissions.IsAuthenticated):
+    """Everyone signed in reads; only reviewers write. DRF checks this before the
+    body is parsed or validated, so a member gets 403 whatever they send: they
+    learn nothing from validation, and nothing they send reaches a query. The
+    view's `write_denied` is the 403's message."""
+
+    def has_permission(self, request, view):
+        if not super().has_permission(request, view):
+            return False
+        if request.method in permissions.SAFE_METHODS or actions.can_review(request.user):
+            return True
+        self.message = getattr(view, "write_denied", "Only platform admins can do this.")
+        return False
 
 
 class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
@@ -175,6 +190,8 @@ class QuotaRequestViewSet(
 
     def _transition(self, request, action_function):
         quota_request = self.get_object()
+        # Who may act is told before what they sent is judged (the action checks again).
+        actions.require(action_function.__name__, request.user, quota_request)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         action_function(quota_request, by=request.user, reason=form.validated_data["reason"])

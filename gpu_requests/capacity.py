@@ -19,15 +19,17 @@ Registering another source (in the app's `AppConfig.ready()`):
     # batch_reservations(flavor_ids, starts_at, ends_at) -> [capacity.Reservation]
 
 A source returns its reservations of those flavors meeting
-`[starts_at, ends_at)` (`ends_at` None: open-ended), in a fixed number of
-queries, each naming its holder in `source` (so its `pk` values need not
-differ from quota requests'); `team_id` may be None.
+`[starts_at, ends_at)` (never open-ended: `all_reservations` asks up to the
+`horizon`), in a fixed number of queries, each naming its holder in `source`
+(so its `pk` values need not differ from quota requests'); `team_id` may be None.
 """
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
+
+from django.db.models import Max
 
 from gpu_requests.models import QuotaRequest
 
@@ -67,6 +69,24 @@ def capacity_of(flavor):
     return flavor.capacity
 
 
+# Past the last start or end of any quota, the level of quota is constant and a
+# weekly window's occurrences repeat (their offsets from UTC within a year): looking
+# a year and a week further sees every level there will ever be.
+REPEATS_WITHIN = timedelta(days=366 + 7)
+
+
+def horizon(flavor_ids, starts_at, ends_at=None):
+    """How far to look from `starts_at` (to `ends_at` if given) to see the busiest
+    moment of these flavors, however far ahead quota was approved. One query."""
+    boundaries = (
+        QuotaRequest.objects.reserving()
+        .filter(flavor_id__in=flavor_ids)
+        .aggregate(last_start=Max("starts_at"), last_end=Max("ends_at"))
+    )
+    known = [starts_at, ends_at, boundaries["last_start"], boundaries["last_end"]]
+    return max(t for t in known if t is not None) + REPEATS_WITHIN
+
+
 def reservations(flavor_ids, starts_at, ends_at, *, team_ids=None):
     """Reserving quota requests of these flavors that meet [starts_at, ends_at). One query."""
     rows = QuotaRequest.objects.reserving().filter(flavor_id__in=flavor_ids)
@@ -78,9 +98,12 @@ def reservations(flavor_ids, starts_at, ends_at, *, team_ids=None):
 
 
 def all_reservations(flavor_ids, starts_at, ends_at):
-    """Quota requests and every registered source's reservations: what capacity must hold."""
+    """Quota requests and every registered source's reservations: what capacity must hold.
+    Open-ended (`ends_at` None), the sources are asked up to the `horizon`."""
     flavor_ids = set(flavor_ids)
     held = reservations(flavor_ids, starts_at, ends_at)
+    if _sources and ends_at is None:
+        ends_at = horizon(flavor_ids, starts_at)
     for source in _sources:
         held.extend(source(flavor_ids, starts_at, ends_at))
     return held

@@ -101,6 +101,14 @@ class QuotaRequestForm(forms.Form):
                 self.add_error(None if field == "__all__" else field, message)
         return cleaned
 
+    def followed_pk(self):
+        """The id of the request this one follows, once it is known to be one the user may
+        follow (a bound form's raw value can be anything a client sent)."""
+        if self.is_bound:
+            follows = getattr(self, "cleaned_data", {}).get("follows")
+            return follows.pk if follows is not None else None
+        return (self.initial or {}).get("follows")
+
     @classmethod
     def follow_up_initial(cls, follows, kind, now):
         """The form pre-filled to ask for more time (from the end, as long again) or

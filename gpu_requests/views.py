@@ -12,13 +12,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, F, Window
 from django.db.models.functions import RowNumber
+from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions, capacity, hooks, timeline
+from gpu_requests import actions, capacity, hooks, inputs, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import QuotaRequestForm, ReasonForm
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
@@ -353,8 +354,8 @@ def request_new(request):
 
 
 def _follow_up_initial(request):
-    pk, kind = request.GET.get("follows", ""), request.GET.get("kind", "")
-    if request.method != "GET" or not pk.isdigit() or len(pk) > 12:
+    pk, kind = inputs.whole_number(request.GET.get("follows")), request.GET.get("kind", "")
+    if request.method != "GET" or pk is None:
         return None
     if kind not in QuotaRequest.FollowKind.values:
         kind = QuotaRequest.FollowKind.MORE_GPUS
@@ -414,6 +415,10 @@ def _detail_context(request, quota_request, **extra):
 def _act(request, pk, action):
     """Run one action on a request and answer with the queue row (htmx) or a redirect."""
     quota_request = _get_request_for_user(request.user, pk)
+    try:
+        actions.require(action, request.user, quota_request)
+    except actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
     form = ReasonForm(request.POST)
     if not form.is_valid():
         level, text = messages.ERROR, " ".join(form.errors["reason"])
@@ -444,7 +449,7 @@ def _act(request, pk, action):
         typed = request.POST.get("reason", "") if level == messages.ERROR else ""
         return _review_row_response(request, quota_request.pk, level, text, typed)
     messages.add_message(request, level, text)
-    return redirect(_next_url(request, quota_request))
+    return HttpResponseRedirect(_next_url(request, quota_request))
 
 
 @require_POST
@@ -472,10 +477,8 @@ def request_comment(request, pk):
 
 
 def _next_url(request, quota_request):
-    target = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
-        return target
-    return reverse("request_detail", args=[quota_request.pk])
+    default = reverse("request_detail", args=[quota_request.pk])
+    return inputs.same_site_path(request, request.POST.get("next"), default)
 
 
 @login_required
@@ -596,11 +599,8 @@ def _upcoming(flavors):
 
 def _shown_ids(request):
     """The request ids of the queue page the decision was made on (its `shown` field)."""
-    ids = set()
-    for part in request.POST.get("shown", "").split(",")[: QUEUE_PAGE_SIZE * 2]:
-        if part.strip().isdigit() and len(part.strip()) < 12:
-            ids.add(int(part))
-    return ids
+    parts = request.POST.get("shown", "").split(",")[: QUEUE_PAGE_SIZE * 2]
+    return {pk for pk in map(inputs.whole_number, parts) if pk is not None}
 
 
 def _review_row_response(request, pk, level, text, reason=""):

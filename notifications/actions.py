@@ -10,6 +10,7 @@ sweep (beat) requeues deliveries whose message was lost.
 """
 
 import json
+import logging
 import secrets
 import time
 from datetime import timedelta
@@ -26,6 +27,8 @@ from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
+
+log = logging.getLogger(__name__)
 
 Status = Delivery.Status
 # Slack shows at most this much of a section's text.
@@ -173,7 +176,8 @@ def payload(notice):
         {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{notice.event} · {when}"}]}
     )
     body = {
-        "text": f"{notice.title}: {notice.url}",
+        # Slack reads `text` as mrkdwn too: a title's "<!channel>" would ping everyone.
+        "text": f"{_mrkdwn(notice.title)}: {notice.url}",
         "blocks": blocks,
         "metadata": {
             "event_type": notice.event,
@@ -278,9 +282,15 @@ def deliver(delivery_id, now=None):
     delivery = Delivery.objects.select_related("webhook").get(pk=delivery_id)
     body = delivery.body.encode()
     timestamp = int(time.time())
-    outcome = outbound.post(
-        delivery.webhook.url, body, headers(delivery, delivery.webhook.secret, timestamp, body)
-    )
+    try:
+        outcome = outbound.post(
+            delivery.webhook.url, body, headers(delivery, delivery.webhook.secret, timestamp, body)
+        )
+    except Exception as exc:
+        # post() means never to raise; if it does, the attempt is still recorded (and
+        # retried like any failure) rather than leaving the delivery claimed and pending.
+        log.exception("Delivery %s: the attempt raised", delivery_id)
+        outcome = outbound.Outcome(None, f"{type(exc).__name__}: {exc}"[: outbound.MAX_ERROR])
     attempt = delivery.attempts + 1
     logged = {"attempts": attempt, "response_code": outcome.status, "error": outcome.error}
     done_at = timezone.now()

@@ -17,6 +17,8 @@ import hmac
 import ipaddress
 import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import certifi
@@ -24,6 +26,7 @@ import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from gpu_requests import inputs
 from notifications.models import MAX_URL_LENGTH
 
 SIGNATURE_VERSION = "v1"
@@ -39,12 +42,53 @@ def sign(secret, timestamp, body):
     return f"{SIGNATURE_VERSION}={digest}"
 
 
+# IPv6 addresses that carry an IPv4 one in their last 32 bits, which is where they
+# lead: NAT64's well-known prefix, SIIT's IPv4-translated addresses and the old
+# IPv4-compatible ones (:: and ::1 aside). Python 3.11 calls many of them global
+# whatever IPv4 address they carry.
+CARRY_IPV4 = [
+    ipaddress.ip_network("64:ff9b::/96"),
+    ipaddress.ip_network("::ffff:0:0:0/96"),
+    ipaddress.ip_network("::/96"),
+]
+# Refused whatever they hold: NAT64's local-use prefix (where the IPv4 address sits
+# depends on the operator's prefix length), Teredo (the client's address is
+# obfuscated), site-local (deprecated, still routed inside some networks) and
+# the 6to4 relays' anycast.
+NEVER = [
+    ipaddress.ip_network("64:ff9b:1::/48"),
+    ipaddress.ip_network("2001::/32"),
+    ipaddress.ip_network("fec0::/10"),
+    ipaddress.ip_network("192.88.99.0/24"),
+]
+
+
+def _judged(ip):
+    """The address a packet to `ip` really reaches, where it carries an IPv4 one."""
+    if ip.version != 6:
+        return ip
+    if ip.ipv4_mapped:
+        return ip.ipv4_mapped
+    if ip.sixtofour:
+        return ip.sixtofour
+    if int(ip) > 1 and any(ip in network for network in CARRY_IPV4):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
 def _address_refused(address):
     """Why this address may not receive webhooks, or ''."""
-    ip = ipaddress.ip_address(address)
-    if ip.version == 6 and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback and settings.PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK:
+    given = ipaddress.ip_address(address)
+    if any(given in network for network in NEVER):
+        return (
+            f"{address} is a transition or deprecated address; webhooks go to public addresses only"
+        )
+    ip = _judged(given)
+    if ip != given and any(ip in network for network in NEVER):
+        return f"{address} leads to {ip}, a relay address; webhooks go to public addresses only"
+    # A developer's own machine, named as such (not reached through a translator).
+    local = ip in (given, given.version == 6 and given.ipv4_mapped)
+    if ip.is_loopback and local and settings.PORTAL_WEBHOOK_ALLOW_HTTP_LOOPBACK:
         return ""
     if ip.is_global and not ip.is_multicast:
         return ""
@@ -59,6 +103,8 @@ def _address_refused(address):
         if ip.is_private
         else "a non-public"
     )
+    if ip != given:
+        return f"{address} leads to {ip}, {kind} address; webhooks go to public addresses only"
     return f"{address} is {kind} address; webhooks go to public addresses only"
 
 
@@ -173,10 +219,27 @@ def post(url, body, headers):
         return Outcome(None, f"{type(exc).__name__}: {exc}"[:MAX_ERROR])
     if 200 <= response.status < 300:
         return Outcome(response.status, "")
-    retry_after = response.headers.get("Retry-After", "")
     text = answer.decode("utf-8", "replace").strip()
     return Outcome(
         response.status,
         f"HTTP {response.status}: {text}"[:MAX_ERROR] if text else f"HTTP {response.status}",
-        int(retry_after) if retry_after.isdigit() else None,
+        retry_after_seconds(response.headers.get("Retry-After")),
     )
+
+
+def retry_after_seconds(value, now=None):
+    """Seconds a receiver's Retry-After asks for (RFC 9110: whole seconds or an
+    HTTP-date), or None when it says neither ("²" is no number, whatever
+    `str.isdigit()` thinks)."""
+    value = (value or "").strip()
+    seconds = inputs.whole_number(value)
+    if seconds is not None or not value:
+        return seconds
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        return None
+    now = now or datetime.now(UTC)
+    return max(0, int((when - now).total_seconds()))

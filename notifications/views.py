@@ -11,13 +11,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions as quota_actions
+from gpu_requests import inputs
 from notifications import actions
 from notifications.models import Delivery
 
@@ -181,7 +181,6 @@ def delivery_resend(request, pk):
         raise Http404("No such delivery.")
     if _attempt(request, lambda: actions.redeliver(delivery, by=request.user)):
         messages.success(request, f"Delivery #{delivery.pk} queued again.")
-    back = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
-        back = _page_url(team)
-    return redirect(back)
+    return HttpResponseRedirect(
+        inputs.same_site_path(request, request.POST.get("next"), _page_url(team))
+    )

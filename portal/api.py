@@ -18,10 +18,29 @@ class RequestTooLarge(APIException):
     default_code = "too_large"
 
 
+def holds_nul(data):
+    """True if a NUL character is in any string of parsed JSON, keys included."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 class JSONParser(parsers.JSONParser):
     """DRF's, with the body capped at DATA_UPLOAD_MAX_MEMORY_SIZE (DRF reads
-    the stream itself, past Django's check) and deep nesting a 400: the decoder
-    recurses once per level, and ~1,000 levels raise RecursionError."""
+    the stream itself, past Django's check), deep nesting a 400 (the decoder
+    recurses once per level, and ~1,000 levels raise RecursionError), and a NUL
+    character anywhere a 400, as the edge refuses one in the URL or a header
+    (portal/edge.py): PostgreSQL cannot store or compare one, and a key of a
+    dict reached a query before validation could say so."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -29,9 +48,12 @@ class JSONParser(parsers.JSONParser):
         if len(body) > limit:
             raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
         try:
-            return super().parse(io.BytesIO(body), media_type, parser_context)
+            data = super().parse(io.BytesIO(body), media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply.") from None
+        if holds_nul(data):
+            raise ParseError("The body contains a NUL character.")
+        return data
 
 
 class Pagination(LimitOffsetPagination):

@@ -1,10 +1,13 @@
 """/metrics: django-prometheus' request metrics plus the portal's own, read
 from the database at scrape time (a few aggregate queries, no per-team loop in
-Python beyond formatting the rows)."""
+Python beyond formatting the rows). Served to Prometheus only: its bearer token
+(PORTAL_METRICS_TOKEN), since the figures name teams and their failures."""
 
+import hmac
 import os
 
-from django.http import HttpResponse
+from django.conf import settings
+from django.http import HttpResponse, HttpResponseNotFound
 from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
@@ -64,7 +67,22 @@ class PortalCollector:
             )
 
 
+def _refused(request):
+    """The answer to a caller who is not Prometheus (settings.PORTAL_METRICS_TOKEN), or None."""
+    token = settings.PORTAL_METRICS_TOKEN
+    if not token:
+        return None if settings.DEBUG else HttpResponseNotFound("Not found.")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return None
+    response = HttpResponse("Prometheus' bearer token, please.", status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+    return response
+
+
 def metrics(request):
+    if refused := _refused(request):
+        return refused
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         # gunicorn: every worker process writes its own files; add them up.
         process_registry = CollectorRegistry()

@@ -28,6 +28,29 @@ ERRORS = {
 }
 
 
+# What the edge refuses (portal/edge.py) and PostgreSQL cannot store, said in the
+# schema: a text value holds no NUL character.
+NO_NUL = r"^[^\x00]*$"
+
+
+def no_nul_characters(result, generator, request, public):
+    """Every free text in the schema (a string with no format, enum or pattern of its
+    own) gets the NUL ban as its pattern (a drf-spectacular postprocessing hook)."""
+
+    def visit(node):
+        if isinstance(node, dict):
+            if node.get("type") == "string" and not node.keys() & {"format", "enum", "pattern"}:
+                node["pattern"] = NO_NUL
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(result)
+    return result
+
+
 class AutoSchema(openapi.AutoSchema):
     """drf-spectacular's, plus the errors any operation can answer (each
     `{"detail": ...}`) unless the view documents its own."""

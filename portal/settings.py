@@ -64,7 +64,16 @@ def env_rate(name, default):
     """A rate as DRF's throttles take it: `100/min` (per sec, min, hour or day)."""
     raw = os.environ.get(name) or default
     count, _, period = raw.partition("/")
-    if not count.isdigit() or period not in ("s", "sec", "m", "min", "h", "hour", "d", "day"):
+    if not (count.isascii() and count.isdigit()) or period not in (
+        "s",
+        "sec",
+        "m",
+        "min",
+        "h",
+        "hour",
+        "d",
+        "day",
+    ):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a rate like 100/min")
     return raw
 
@@ -321,6 +330,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 # read from X-Forwarded-For (portal/proxies.py), for login limits and API throttles.
 PORTAL_TRUSTED_PROXIES = env_int("PORTAL_TRUSTED_PROXIES", 0, minimum=0)
 AXES_CLIENT_IP_CALLABLE = "portal.proxies.client_ip"
+AXES_USERNAME_CALLABLE = "portal.proxies.login_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 LOGIN_URL = "login"
@@ -425,6 +435,11 @@ if PORTAL_CLUSTER_API_URL and not (PORTAL_CLUSTER_OIDC_ISSUER and PORTAL_CLUSTER
         "PORTAL_CLUSTER_API_URL is set: set PORTAL_CLUSTER_OIDC_ISSUER and "
         "PORTAL_CLUSTER_OIDC_CLIENT_ID (or OIDC_RP_CLIENT_ID) too"
     )
+# /metrics is for Prometheus only: it names teams and their sync failures. It is
+# served to a request with `Authorization: Bearer <PORTAL_METRICS_TOKEN>` (from a
+# Secret; Prometheus' `authorization.credentials_file`); without a token set it is
+# a 404, except with DJANGO_DEBUG on (a developer's machine).
+PORTAL_METRICS_TOKEN = env_str("PORTAL_METRICS_TOKEN", "")
 # /readyz gives each of its checks (database, broker, cluster) this many seconds.
 PORTAL_READY_TIMEOUT = env_int("PORTAL_READY_TIMEOUT", 2, minimum=1)
 # A worker's claim on a team's sync runs out after this many seconds (if it died).
@@ -500,6 +515,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "/static/favicon.svg",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.schema.no_nul_characters",
+    ],
     # Two choice sets share the field name `status`: naming both keeps the
     # requests' enum `StatusEnum`, as published before teams had a sync status.
     "ENUM_NAME_OVERRIDES": {

@@ -61,3 +61,15 @@ def test_the_docs_are_served_offline(db):
         assert finders.find(asset.removeprefix("/static/")), asset
     script = client_for(None).get("/api/docs/", {"script": ""}).content.decode()
     assert '"/api/schema/"' in script
+
+
+def test_the_schema_says_what_can_be_null_and_that_text_holds_no_nul(db):
+    schema = client_for(None).get("/api/schema/", {"format": "json"}).json()
+    components = schema["components"]["schemas"]
+    assert components["JobDetail"]["properties"]["window"]["nullable"] is True
+    assert components["JobEvent"]["properties"]["actor"]["nullable"] is True
+    justification = components["QuotaRequestCreateRequest"]["properties"]["justification"]
+    assert justification["pattern"] == r"^[^\x00]*$"
+    usage = schema["paths"]["/api/v1/billing/usage/"]["get"]["parameters"]
+    [to] = [p for p in usage if p["name"] == "to"]
+    assert "after `from`" in to["description"]

@@ -1,6 +1,8 @@
 """An outside probe: schemathesis, every check, against the live server with
-a reviewer's token; it must report no failure. Bounded in examples per
-operation and in time, with a fixed seed, so CI stays reproducible."""
+a reviewer's token and with a member's (who is refused the admins' operations,
+before what they send is judged); it must report no failure. Bounded in
+examples per operation and in time, with a fixed seed, so CI stays
+reproducible."""
 
 import subprocess
 import sys
@@ -23,13 +25,25 @@ def unthrottled(monkeypatch):
     cache.clear()
 
 
+@pytest.mark.parametrize("who", ["admin_user", "alice"])
 def test_schemathesis_finds_nothing(
-    transactional_db, live_server, unthrottled, admin_user, alice, bob, vision, nlp, h100, a100
+    transactional_db,
+    live_server,
+    unthrottled,
+    admin_user,
+    alice,
+    bob,
+    vision,
+    nlp,
+    h100,
+    a100,
+    request,
+    who,
 ):
     add_member(vision, admin_user, role="manager")
     submit(vision, h100, alice, gpus=2, starts_at=next_week())
     submit(nlp, a100, bob, gpus=4, starts_at=next_week(days=3))
-    token = Token.objects.create(user=admin_user)
+    token = Token.objects.create(user=request.getfixturevalue(who))
     result = subprocess.run(
         [
             str(SCHEMATHESIS),

@@ -43,7 +43,7 @@ def test_the_admin_form_shows_rule_and_capacity_errors(client, admin_user, h100)
     page = response.content.decode()
     assert "The end time must differ from the start time." in page
     response = client.post("/admin/batch/batchwindow/add/", window_form(capacity_text="h100=17"))
-    assert "at most 16 can be" in response.content.decode()
+    assert "would set 17 GPUs aside, but the flavor has 16" in response.content.decode()
     assert not BatchWindow.objects.exists()
 
 

@@ -55,6 +55,8 @@ def test_it_queues_then_plans_a_job_with_its_cost(ready, alice):
         ({"env": [{"name": "T", "secret": {"name": "Bad Name", "key": "k"}}]}, "env"),
         ({"parallelism": 3, "completions": 2}, "parallelism"),
         ({"name": "a\x00b"}, "name"),
+        ({"name": "a\r\nBcc: all@example.com"}, "name"),
+        ({"name": "tab\there"}, "name"),
         ({"command": ["a\x00b"]}, "command"),
         ({"team": "nlp"}, "team"),
         ({"max_runtime_minutes": 60}, "max_runtime_minutes"),

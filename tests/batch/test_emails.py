@@ -57,6 +57,26 @@ def test_a_burst_is_one_email_per_person(setup, demo_flavors, mailoutbox):
     assert f"#{theirs.pk}" not in alice_mail.body
 
 
+def test_a_name_with_a_line_break_stops_no_one_elses_email(setup, demo_flavors, mailoutbox):
+    bob = UserFactory(username="bob")
+    Membership.objects.create(team=setup["team"], user=bob)
+    first = submit(setup, demo_flavors["l4"], name="sweep")
+    submit({**setup, "alice": bob}, demo_flavors["l4"], name="eval")
+    # A name stored before control characters were refused at input: alice's email,
+    # the first of the opening, raised BadHeaderError and bob's was never sent.
+    BatchJob.objects.filter(pk=first.pk).update(name="sweep\r\nBcc: everyone@example.com")
+    mailoutbox.clear()
+
+    batch_cluster.release_due()
+    by_person = {tuple(m.to): m for m in mailoutbox}
+    assert sorted(by_person) == [("alice@example.com",), ("bob@example.com",)]
+    subject = by_person[("alice@example.com",)].subject
+    assert (
+        subject == f"[GPU portal] Batch job #{first.pk} sweep  Bcc: everyone@example.com released"
+    )
+    assert not by_person[("alice@example.com",)].bcc
+
+
 def test_a_late_release_says_the_close_binds_and_the_deadline_is_explained(
     setup, demo_flavors, backend, mailoutbox
 ):

@@ -3,6 +3,7 @@ period of kube-state-metrics and DCGM series (as the documented scrape config
 stores them) and, beside it, what each pod held, busy, idle and unobserved per
 hour; promtool loads it into a real Prometheus; billing meters it."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -131,6 +132,14 @@ WORKLOAD = {
 
 @pytest.fixture(scope="module")
 def generated():
+    with generated_history() as found:
+        yield found
+
+
+@contextlib.contextmanager
+def generated_history(*extra):
+    """(Prometheus URL, exact answer) of the period; `extra`: more arguments for
+    `kubesim history` (`--metrics REGEX` to leave families out)."""
     require_prometheus()
     with tempfile.TemporaryDirectory(prefix="billing-history-") as directory:
         folder = Path(directory)
@@ -154,6 +163,7 @@ def generated():
                 str(folder / "history.om"),
                 "--answer",
                 str(folder / "answer.json"),
+                *extra,
             ],
             check=True,
             capture_output=True,

@@ -6,7 +6,7 @@ import pytest
 
 from tests.api.conftest import client_for
 from tests.batch.conftest import allowlist, job_data, nightly  # noqa: F401 - fixtures
-from tests.factories import next_week, submit
+from tests.factories import add_member, next_week, submit
 
 DEEP = "[" * 1000 + "]" * 1000  # 2 KB
 
@@ -27,7 +27,10 @@ def post_paths(client):
 
 
 @pytest.fixture
-def quota_request(vision, alice, h100, allowlist, nightly):  # noqa: F811
+def quota_request(vision, alice, admin_user, h100, allowlist, nightly):  # noqa: F811
+    # A manager of the team too, so every POST is one the admin may make: someone
+    # who may not is refused (403) before the body is read.
+    add_member(vision, admin_user, role="manager")
     response = client_for(alice).post("/api/v1/batch-jobs/", job_data(), format="json")
     assert response.status_code == 201, response.content
     return submit(vision, h100, alice, gpus=2, starts_at=next_week())
@@ -58,3 +61,22 @@ def test_every_json_post_refuses_an_oversized_body_with_json(admin_user, quota_r
         content_type="application/json",
     )
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"flavor": "h1\\u000000", "effective_from": "2026-12-01T00:00:00Z"}',
+        '{"capacity": {"h1\\u000000": 8}, "name": "x"}',
+        '{"reason": ["a", {"b": "c\\u0000"}]}',
+    ],
+)
+def test_every_json_post_refuses_a_nul_anywhere_in_the_body(admin_user, quota_request, body):
+    # An admin's NUL in a rate's flavor or a window's capacity key reached PostgreSQL.
+    client = client_for(admin_user)
+    for path in post_paths(client):
+        response = client.post(path, body, content_type="application/json")
+        assert response.status_code == 400, (path, response.content)
+        assert response.json() == {"detail": "The body contains a NUL character."}
+    quota_request.refresh_from_db()
+    assert quota_request.status == "pending"

@@ -59,6 +59,31 @@ def running(k, ns, name, count=1):
     )
 
 
+def phases(k, ns, name):
+    """{pod name: phase} of the job's pods, from one LIST."""
+    return {p.metadata.name: p.status.phase for p in pods_of(k, ns, name)}
+
+
+def new_pod_running(k, ns, name, seen):
+    """The name of a Running pod of the job not in `seen`, once there is one.
+
+    Not "one pod is Running": right after the clock jumps, the pod that is about
+    to end can still read Running before the kubelet ends it and the controller
+    makes its replacement; advancing the clock then ends the old pod only, and
+    the replacement, created after the jump, never reaches its end.
+    """
+    return wait_for(
+        lambda: next(
+            (
+                pod
+                for pod, phase in phases(k, ns, name).items()
+                if phase == "Running" and pod not in seen
+            ),
+            None,
+        )
+    )
+
+
 def test_it_completes_a_job(k):
     ns = k.namespace()
     k.batch.create_namespaced_job(ns, job("train", 1, {"kubesim.io/duration": "10m"}))
@@ -80,9 +105,16 @@ def test_it_runs_completions_with_parallelism(k):
     ns = k.namespace()
     spec = {"completions": 3, "parallelism": 2}
     k.batch.create_namespaced_job(ns, job("sweep", 0, {"kubesim.io/duration": "60s"}, spec))
-    running(k, ns, "sweep", 2)
+    first = set(running(k, ns, "sweep", 2) and phases(k, ns, "sweep"))
     k.advance(61)
-    running(k, ns, "sweep", 1)
+    # The first two have ended and the third runs (one LIST says both).
+    wait_for(
+        lambda: (
+            (now := phases(k, ns, "sweep"))
+            and all(now.get(pod) == "Succeeded" for pod in first)
+            and [phase for pod, phase in now.items() if pod not in first] == ["Running"]
+        )
+    )
     k.advance(61)
     wait_for(lambda: condition(read(k, ns, "sweep"), "Complete"))
     assert read(k, ns, "sweep").status.succeeded == 3
@@ -93,8 +125,9 @@ def test_it_fails_after_the_backoff_limit(k):
     ns = k.namespace()
     annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "2"}
     k.batch.create_namespaced_job(ns, job("crash", 0, annotations, {"backoffLimit": 1}))
+    seen = set()
     for _ in range(2):
-        running(k, ns, "crash")
+        seen.add(new_pod_running(k, ns, "crash", seen))
         k.advance(6)
     failed = wait_for(lambda: condition(read(k, ns, "crash"), "Failed"))
     assert failed.reason == "BackoffLimitExceeded"

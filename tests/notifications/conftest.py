@@ -54,6 +54,7 @@ class Receiver:
     def __init__(self):
         self.received = []
         self.statuses = []  # answered in turn, then 200
+        self.headers = {}  # sent with every answer
         self.lock = threading.Lock()
         receiver = self
 
@@ -67,6 +68,8 @@ class Receiver:
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain")
+                for name, value in receiver.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(b"ok" if status < 300 else b"no_service")
 

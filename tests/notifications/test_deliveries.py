@@ -58,6 +58,20 @@ def test_a_submitted_request_reaches_the_team_and_the_admins_signed(
     }
 
 
+def test_names_in_the_text_cannot_ping_or_link_in_slack(team_hook, receiver, vision, h100):
+    # A single sign-on user's name is whatever the identity provider says.
+    from tests.factories import UserFactory, add_member
+
+    mallory = add_member(vision, UserFactory(username="<!channel> <https://evil.example|x>&"))
+    submit(vision, h100, mallory, gpus=1)
+    deliver_all()
+    body = receiver.requests()[0].json
+    assert body["text"].startswith(
+        "&lt;!channel&gt; &lt;https://evil.example|x&gt;&amp; asks for 1 x H100 80GB"
+    )
+    assert "<!channel>" not in json.dumps(body["text"]) + json.dumps(body["blocks"])
+
+
 def test_decisions_and_comments_go_out_too(
     team_hook, receiver, vision, alice, admin_user, h100, django_capture_on_commit_callbacks
 ):
@@ -137,6 +151,34 @@ def test_too_many_requests_is_retried_after_its_retry_after(
     receiver.answer(429)
     submit(vision, h100, alice)
     assert actions.deliver(Delivery.objects.get().pk) == 1
+
+
+@pytest.mark.parametrize("retry_after", ["²", "soon", "-5", "9" * 40, "Wed, 99 Foo 2026"])
+def test_a_retry_after_that_says_nothing_is_the_usual_backoff(
+    team_hook, receiver, vision, alice, h100, settings, retry_after
+):
+    settings.PORTAL_WEBHOOK_BACKOFF = 1
+    receiver.headers["Retry-After"] = retry_after
+    receiver.answer(503)
+    submit(vision, h100, alice)
+    delivery = Delivery.objects.get()
+    delay = actions.deliver(delivery.pk)
+    delivery.refresh_from_db()
+    # The attempt is recorded and the delivery waits for its next one.
+    assert (delivery.status, delivery.attempts, delivery.response_code) == ("pending", 1, 503)
+    assert delay == 1 or retry_after.startswith("9")
+
+
+def test_a_retry_after_date_is_waited_for():
+    from datetime import UTC, datetime
+
+    from notifications import outbound
+
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    assert outbound.retry_after_seconds("Tue, 01 Dec 2026 12:02:00 GMT", now) == 120
+    assert outbound.retry_after_seconds("Tue, 01 Dec 2026 11:00:00 GMT", now) == 0
+    assert outbound.retry_after_seconds(" 30 ", now) == 30
+    assert outbound.retry_after_seconds("²", now) is None
 
 
 def test_the_sweep_requeues_a_delivery_whose_message_was_lost(

@@ -20,8 +20,22 @@ def refusal(url):
         ("https://192.168.1.20/hook", "192.168.1.20 is a private address"),
         ("https://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
         ("https://[fe80::1]/hook", "fe80::1 is a link-local address"),
-        ("https://[::ffff:10.1.2.3]/hook", "is a private address"),
+        ("https://[::ffff:10.1.2.3]/hook", "10.1.2.3, a private address"),
         ("https://0.0.0.0/hook", "0.0.0.0 is a private address"),
+        # IPv6 addresses that carry an IPv4 one are judged by it (Python 3.11 calls
+        # them global): NAT64, 6to4, IPv4-compatible, SIIT.
+        ("https://[64:ff9b::a9fe:a9fe]/hook", "leads to 169.254.169.254, a link-local"),
+        ("https://[64:ff9b::10.0.0.7]/hook", "leads to 10.0.0.7, a private"),
+        ("https://[2002:a00:7::1]/hook", "leads to 10.0.0.7, a private"),
+        ("https://[2002:7f00:1::1]/hook", "leads to 127.0.0.1"),
+        ("https://[::10.0.0.7]/hook", "leads to 10.0.0.7, a private"),
+        ("https://[::169.254.169.254]/hook", "leads to 169.254.169.254, a link-local"),
+        ("https://[::ffff:0:10.0.0.7]/hook", "leads to 10.0.0.7, a private"),
+        # Refused whatever they hold.
+        ("https://[fec0::1]/hook", "is a transition or deprecated address"),
+        ("https://[64:ff9b:1::a00:7]/hook", "is a transition or deprecated address"),
+        ("https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook", "is a transition or deprecated"),
+        ("https://192.88.99.1/hook", "is a transition or deprecated address"),
         ("ftp://example.com/hook", "Give a full https:// URL"),
         ("hooks.slack.com/services/x", "Give a full https:// URL"),
         ("https://user:pw@example.com/hook", "Leave credentials out"),
@@ -33,6 +47,13 @@ def refusal(url):
 )
 def test_refused_urls_say_why(url, says):
     assert says in refusal(url)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://[64:ff9b::8.8.8.8]/hook", "https://[2002:808:808::1]/hook", "https://8.8.8.8/"]
+)
+def test_public_addresses_carried_in_ipv6_are_let_through(url):
+    assert outbound.check_url(url).address
 
 
 def test_loopback_is_refused_in_production(settings):

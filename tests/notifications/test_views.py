@@ -209,6 +209,16 @@ def test_a_failed_delivery_is_sent_again_from_the_log(
     assert "Only a failed delivery is sent again." in response.content.decode()
 
 
+@pytest.mark.parametrize("target", ["x", "a:b", "//evil.example/", "/a\r\nb"])
+def test_a_resend_with_a_next_that_is_no_path_here_goes_to_the_hook_page(
+    login, carol, vision, team_hook, target
+):
+    delivery = actions.send_test(vision, by=carol)
+    response = login(carol).post(reverse("delivery_resend", args=[delivery.pk]), {"next": target})
+    assert response.status_code == 302
+    assert response.url == page(vision)
+
+
 def test_the_django_admin_lists_deliveries_read_only(
     login, admin_user, vision, carol, team_hook, django_assert_max_num_queries
 ):

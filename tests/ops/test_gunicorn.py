@@ -25,8 +25,12 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def get(url):
-    with urllib.request.urlopen(url, timeout=5) as response:
+METRICS_TOKEN = "scrape-" + "t" * 32
+
+
+def get(url, headers=None):
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=5) as response:
         return response.status, response.read().decode()
 
 
@@ -43,6 +47,7 @@ def running_gunicorn(tmp_path, database_url, **env):
         "GUNICORN_THREADS": "2",
         "GUNICORN_TIMEOUT": "20",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        "PORTAL_METRICS_TOKEN": METRICS_TOKEN,
         **env,
     }
     log = open(tmp_path / "gunicorn.log", "w+")  # noqa: SIM115 - closed below
@@ -82,7 +87,7 @@ def test_gunicorn_serves_the_portal_with_metrics_of_every_worker(gunicorn, visio
     url, log = gunicorn
     for _ in range(20):
         assert get(url + "/healthz") == (200, '{"status": "ok"}')
-    status, metrics = get(url + "/metrics")
+    status, metrics = get(url + "/metrics", {"Authorization": f"Bearer {METRICS_TOKEN}"})
     assert status == 200
     served = [
         float(line.split()[-1])

@@ -78,3 +78,11 @@ def test_without_trusted_proxies_the_header_is_ignored(alice, bob, settings):
     for n in range(5):  # five clients, one REMOTE_ADDR: the risk the setting removes
         through_ingress(f"nobody{n}", "wrong", client=f"203.0.113.{n}")
     assert through_ingress("bob", "demo", client="198.51.100.20").status_code == 429
+
+
+def test_a_username_longer_than_any_is_a_failed_login_not_a_500(alice):
+    # axes keeps the username in a 255-character column (a 500 on PostgreSQL before).
+    for _ in range(4):
+        response = attempt("w" * 10_000, "wrong")
+        assert response.status_code == 200
+    assert attempt("w" * 10_000, "wrong").status_code == 429

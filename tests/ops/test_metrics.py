@@ -1,13 +1,26 @@
-"""/metrics: request metrics and the portal's own sync figures, per team."""
+"""/metrics: request metrics and the portal's own sync figures, per team, for
+Prometheus only (its bearer token, PORTAL_METRICS_TOKEN)."""
 
 from datetime import timedelta
 
+import pytest
 import time_machine
 from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
 from provisioning.models import TeamSync
+
+TOKEN = "prometheus-" + "x" * 32
+
+
+@pytest.fixture(autouse=True)
+def _token(settings):
+    settings.PORTAL_METRICS_TOKEN = TOKEN
+
+
+def scrape():
+    return Client(HTTP_AUTHORIZATION=f"Bearer {TOKEN}").get("/metrics")
 
 
 def sample(text, name, **labels):
@@ -29,7 +42,7 @@ def test_it_reports_sync_lag_failures_and_the_oldest_unsynced_team(vision, nlp):
         team=nlp, status="failing", generation=5, synced_generation=5, queued_at=now
     )
     with time_machine.travel(now + timedelta(seconds=90), tick=False):
-        text = Client().get("/metrics").content.decode()
+        text = scrape().content.decode()
     assert sample(text, "portal_team_sync_lag_seconds", team="vision") == 90.0
     assert sample(text, "portal_team_sync_lag_seconds", team="nlp") == 0.0
     assert sample(text, "portal_team_sync_failing", team="nlp") == 1.0
@@ -42,6 +55,23 @@ def test_it_reports_sync_lag_failures_and_the_oldest_unsynced_team(vision, nlp):
 
 def test_it_reports_request_latency(db):
     Client().get("/healthz")
-    text = Client().get("/metrics").content.decode()
+    text = scrape().content.decode()
     assert "django_http_requests_latency_seconds_by_view_method_count" in text
     assert 'view="healthz"' in text
+
+
+@pytest.mark.parametrize(
+    "authorization", [None, "Bearer wrong", f"Token {TOKEN}", f"Bearer {TOKEN}x", "Bearer "]
+)
+def test_anyone_but_prometheus_is_refused(vision, authorization):
+    headers = {"HTTP_AUTHORIZATION": authorization} if authorization else {}
+    response = Client(**headers).get("/metrics")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert b"vision" not in response.content
+
+
+def test_without_a_token_it_is_not_there(vision, settings):
+    settings.PORTAL_METRICS_TOKEN = ""
+    assert Client().get("/metrics").status_code == 404
+    assert Client(HTTP_AUTHORIZATION="Bearer ").get("/metrics").status_code == 404

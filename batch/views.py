@@ -19,6 +19,7 @@ from batch.forms import BatchJobForm
 from batch.models import BatchJob, BatchWindow
 from cluster import clock
 from gpu_requests import actions as quota_actions
+from gpu_requests import inputs
 from gpu_requests.forms import ReasonForm
 
 
@@ -35,8 +36,7 @@ def calendar_view(request):
     now = clock.now()
     ends_at = now + actions.horizon()
     weeks = max(actions.horizon().days // 7, 1)
-    shown = request.GET.get("week", "0")
-    shown = min(int(shown), weeks - 1) if shown.isdigit() and len(shown) < 4 else 0
+    shown = inputs.whole_number(request.GET.get("week", "0"), maximum=weeks - 1) or 0
     windows = actions.windows_with_occurrences(now, ends_at)
     reviewer = quota_actions.can_review(request.user)
     team_ids = [] if reviewer else [t.pk for t in quota_actions.teams_for(request.user)]

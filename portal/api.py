@@ -52,8 +52,20 @@ class JSONParser(parsers.JSONParser):
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply.") from None
         if holds_nul(data):
-            raise ParseError("The body contains a NUL character.")
+            raise ValidationError({_nul_field(data): [NUL_MESSAGE]})
         return data
+
+
+NUL_MESSAGE = "Null characters are not allowed."  # DRF's own words for its CharField
+
+
+def _nul_field(data):
+    """The top-level field a NUL is in (as a field error names it), else the body's."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if "\x00" not in key and holds_nul(value):
+                return key
+    return "non_field_errors"
 
 
 class Pagination(LimitOffsetPagination):

@@ -524,7 +524,9 @@ class Handler(BaseHTTPRequestHandler):
                 preconditions=options.get("preconditions"),
                 grace_period_seconds=grace,
             )
-            return self._send_json(200, deleted)
+            if rtype.returns_deleted_object or deleted["metadata"].get("finalizers"):
+                return self._send_json(200, deleted)  # marked, not gone yet
+            return self._send_json(200, deleted_status(rtype, deleted))
         raise MethodNotAllowed()
 
     def _evict(self, namespace: str, name: str) -> None:
@@ -795,6 +797,23 @@ def _node_admin(sim, path: str, body) -> dict:
     if isinstance(code, bool) or not isinstance(code, int) or not 0 < code < 1000:
         raise BadRequest("code: must be an XID number between 1 and 999")
     return plane.inject_xid(name, int(gpu), code)
+
+
+def deleted_status(rtype, obj: dict) -> dict:
+    """The Status the registry's finalizeDelete answers for an object deleted at once
+    (no code; `kind` in details is the resource, as upstream sets it)."""
+    meta = obj["metadata"]
+    details = {"name": meta["name"], "group": rtype.group, "kind": rtype.plural}
+    details["uid"] = meta["uid"]
+    if not rtype.group:
+        del details["group"]  # omitempty
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
 
 
 def _seconds(body: dict, field: str, default) -> float:

@@ -100,6 +100,7 @@ class Store:
         self._compacted_rv = 0
         self._watchers: set[Watcher] = set()
         self.logs: dict[tuple, str] = {}
+        self.previous_logs: dict[tuple, str] = {}  # of the container before the current one
         self._name_random = random.Random()
         if seed:
             self._seed()
@@ -124,10 +125,21 @@ class Store:
         with self.lock:
             self.logs[key] = self.logs.get(key, "") + text
 
-    def read_log(self, namespace: str, name: str, container: str = "") -> str | None:
-        """A container's output so far (None: it never started)."""
+    def new_container_log(self, namespace: str, name: str, container: str = "") -> None:
+        """The container was started again: its log starts empty and the last one's is
+        kept as the previous (a kubelet keeps one dead container per container)."""
+        key = (namespace, name, container)
         with self.lock:
-            return self.logs.get((namespace, name, container))
+            if key in self.logs:
+                self.previous_logs[key] = self.logs[key]
+            self.logs[key] = ""
+
+    def read_log(
+        self, namespace: str, name: str, container: str = "", *, previous: bool = False
+    ) -> str | None:
+        """A container's output so far, or its previous container's (None: none)."""
+        with self.lock:
+            return (self.previous_logs if previous else self.logs).get((namespace, name, container))
 
     @property
     def resource_version(self) -> str:
@@ -463,6 +475,9 @@ class Store:
                 "resourceVersion": self._rv,
                 "objects": {r: list(objs.values()) for r, objs in self._objects.items() if objs},
                 "logs": [[ns, name, text, c] for (ns, name, c), text in self.logs.items()],
+                "previousLogs": [
+                    [ns, name, text, c] for (ns, name, c), text in self.previous_logs.items()
+                ],
             }
 
     def load(self, state: dict) -> None:
@@ -478,10 +493,13 @@ class Store:
             self._rv = int(state.get("resourceVersion", 0))
             self._history.clear()
             self._compacted_rv = self._rv
-            self.logs = {
-                (entry[0], entry[1], entry[3] if len(entry) > 3 else ""): entry[2]
-                for entry in state.get("logs", [])
-            }
+            self.logs, self.previous_logs = (
+                {
+                    (entry[0], entry[1], entry[3] if len(entry) > 3 else ""): entry[2]
+                    for entry in state.get(field, [])
+                }
+                for field in ("logs", "previousLogs")
+            )
 
     # --- internals ---
 
@@ -616,8 +634,9 @@ class Store:
             target = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._rv)}}
             self._objects[rtype.plural].pop(key, None)
             if rtype.plural == "pods":
-                for log_key in [k for k in self.logs if k[:2] == key]:
-                    del self.logs[log_key]
+                for logs in (self.logs, self.previous_logs):
+                    for log_key in [k for k in logs if k[:2] == key]:
+                        del logs[log_key]
         else:
             meta["resourceVersion"] = str(self._rv)
             self._objects[rtype.plural][key] = target

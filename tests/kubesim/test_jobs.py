@@ -48,6 +48,11 @@ def restarted_or_gone(k, ns, name, restarts):
     return bool(statuses) and statuses[0].restart_count >= restarts
 
 
+def running_or_gone(k, ns, name):
+    pods = pods_of(k, ns, name)
+    return not pods or pods[0].status.container_statuses[0].state.running is not None
+
+
 def deleting(pods):
     """The pods, once the first is being deleted (checked on one LIST's answer)."""
     return pods if pods and pods[0].metadata.deletion_timestamp else None
@@ -110,9 +115,13 @@ def test_on_failure_restarts_count_toward_backoff(k):
     k.batch.create_namespaced_job(ns, manifest)
     running(k, ns, "flaky")
     (pod,) = pods_of(k, ns, "flaky")
-    for restarts in (1, 2, 3):
+    for restarts, back_off in ((1, 10), (2, 20)):
         k.advance(6)
         wait_for(lambda n=restarts: restarted_or_gone(k, ns, "flaky", n))
+        k.advance(back_off)  # the kubelet's CrashLoopBackOff before the next run
+        wait_for(lambda: running_or_gone(k, ns, "flaky"))
+    k.advance(6)
+    wait_for(lambda: restarted_or_gone(k, ns, "flaky", 3))
     assert pod.spec.restart_policy == "OnFailure"
     wait_for(lambda: condition(read(k, ns, "flaky"), "FailureTarget"))
     k.advance(31)  # the Failed condition waits for the pod's grace period

@@ -77,6 +77,7 @@ class ControlPlane:
         self._schedule_all = True
         self._last_full_schedule = 0.0
         self._create_backoff: dict[str, tuple[float, float]] = {}  # job uid -> (until, wait)
+        self._failure_backoff: dict[str, jobs.FailureBackoff] = {}  # job uid -> its record
         # Namespaces where a quota changed or a pod ended: blocked Jobs retry at once.
         self._room_namespaces: set[str] = set()
         self._events: dict[tuple, str] = {}  # (uid, type, reason, message) -> event name
@@ -257,6 +258,8 @@ class ControlPlane:
                 if ref.get("controller") and ref.get("kind") == "Job":
                     by_owner.setdefault(ref["uid"], []).append(pod)
         known = {job["metadata"]["uid"] for job in jobs_list}
+        for uid in set(self._failure_backoff) - known:
+            del self._failure_backoff[uid]  # the Job is gone
         for pod in pods:
             if jobs.tracked(pod) and not any(r.get("uid") in known for r in _owners(pod)):
                 # The Job is gone: nobody will count the pod, let it go.
@@ -277,7 +280,8 @@ class ControlPlane:
     def _sync_job(self, job: dict, pods: list[dict], now) -> None:
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        actions = jobs.reconcile(job, pods, now)
+        backoff = self._failure_backoff.get(meta["uid"]) or jobs.FailureBackoff()
+        actions = jobs.reconcile(job, pods, now, backoff)
         if actions.delete_job:
             # TTL ran out: the job and its pods go (the TTL controller deletes in background).
             self._ignore_missing(
@@ -292,6 +296,10 @@ class ControlPlane:
             self.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
         for kind, reason, message in actions.events:
             self.event(job, kind, reason, message)
+        if actions.backoff.failures and not jobs.is_finished({"status": actions.status}):
+            self._failure_backoff[meta["uid"]] = actions.backoff
+        else:
+            self._failure_backoff.pop(meta["uid"], None)
         if actions.create:
             actions.status["active"] += self._create_pods(job, actions.create)
         if omit_zero_job_counts(actions.status) != (job.get("status") or {}):

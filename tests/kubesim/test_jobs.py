@@ -1,9 +1,12 @@
 """The Job controller over HTTP: every way a batch/v1 Job can end."""
 
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kubesim import jobs
+from kubesim.clock import format_time
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
 from tests.kubesim.simhelpers import Clients, job, wait_for
@@ -58,6 +61,10 @@ def deleting(pods):
     return pods if pods and pods[0].metadata.deletion_timestamp else None
 
 
+def phases(k, ns, name):
+    return sorted(p.status.phase for p in pods_of(k, ns, name))
+
+
 def running(k, ns, name, count=1):
     return wait_for(
         lambda: len([p for p in pods_of(k, ns, name) if p.status.phase == "Running"]) == count
@@ -98,9 +105,12 @@ def test_it_fails_after_the_backoff_limit(k):
     ns = k.namespace()
     annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "2"}
     k.batch.create_namespaced_job(ns, job("crash", 0, annotations, {"backoffLimit": 1}))
-    for _ in range(2):
-        running(k, ns, "crash")
-        k.advance(6)
+    running(k, ns, "crash")
+    k.advance(6)
+    wait_for(lambda: phases(k, ns, "crash") == ["Failed"])
+    k.advance(10)  # the job controller's back-off before it replaces a failed pod
+    wait_for(lambda: phases(k, ns, "crash") == ["Failed", "Running"])
+    k.advance(6)
     failed = wait_for(lambda: condition(read(k, ns, "crash"), "Failed"))
     assert failed.reason == "BackoffLimitExceeded"
     assert failed.message == "Job has reached the specified backoff limit"
@@ -198,6 +208,9 @@ def test_pod_failure_policy_ignores_disruptions(k):
     running(k, ns, "spot")
     (first,) = pods_of(k, ns, "spot")
     k.sim.control_plane.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
+    wait_for(lambda: phases(k, ns, "spot") == ["Failed"])
+    # An ignored failure still feeds the controller's back-off record (as upstream).
+    k.advance(10)
     # A replacement pod starts; the disruption is not a failure.
     wait_for(
         lambda: any(
@@ -267,3 +280,35 @@ def test_quota_blocks_pods_with_a_failed_create_event_then_retries(k):
     )
     running(k, ns, "blocked")
     assert wait_for(lambda: read(k, ns, "blocked").status.active == 1)
+
+
+def test_a_failed_pod_is_replaced_after_the_controllers_back_off(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "1"}
+    k.batch.create_namespaced_job(ns, job("again", 0, annotations, {"backoffLimit": 3}))
+    for failed, back_off in ((1, 10), (2, 20)):
+        running(k, ns, "again")
+        k.advance(6)
+        wait_for(lambda n=failed: phases(k, ns, "again") == ["Failed"] * n)
+        k.advance(back_off - 2)
+        time.sleep(0.3)  # a few control loop passes: still no replacement
+        assert phases(k, ns, "again") == ["Failed"] * failed
+        k.advance(2)
+        wait_for(lambda n=failed: len(pods_of(k, ns, "again")) == n + 1)
+
+
+def test_failure_backoff_record():
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def failed_pod(at):
+        ready = {"type": "Ready", "status": "False", "lastTransitionTime": format_time(at)}
+        return {"metadata": {}, "status": {"phase": "Failed", "conditions": [ready]}}
+
+    record = jobs.FailureBackoff().after([], [failed_pod(start)])
+    assert record.remaining(start + timedelta(seconds=4)) == 6
+    record = record.after([], [failed_pod(start + timedelta(seconds=30))])
+    assert record.remaining(start + timedelta(seconds=30)) == 20
+    for _ in range(10):
+        record = record.after([], [failed_pod(start + timedelta(seconds=40))])
+    assert record.remaining(start + timedelta(seconds=40)) == 360  # capped at 6 minutes
+    assert record.after([failed_pod(start + timedelta(seconds=50))], []).remaining(start) == 0

@@ -77,6 +77,7 @@ class ControlPlane:
         self._schedule_all = True
         self._last_full_schedule = 0.0
         self._create_backoff: dict[str, tuple[float, float]] = {}  # job uid -> (until, wait)
+        self._failure_backoff: dict[str, jobs.FailureBackoff] = {}  # job uid -> its record
         # Namespaces where a quota changed or a pod ended: blocked Jobs retry at once.
         self._room_namespaces: set[str] = set()
         self._events: dict[tuple, str] = {}  # (uid, type, reason, message) -> event name
@@ -257,6 +258,8 @@ class ControlPlane:
                 if ref.get("controller") and ref.get("kind") == "Job":
                     by_owner.setdefault(ref["uid"], []).append(pod)
         known = {job["metadata"]["uid"] for job in jobs_list}
+        for uid in set(self._failure_backoff) - known:
+            del self._failure_backoff[uid]  # the Job is gone
         for pod in pods:
             if jobs.tracked(pod) and not any(r.get("uid") in known for r in _owners(pod)):
                 # The Job is gone: nobody will count the pod, let it go.
@@ -277,7 +280,8 @@ class ControlPlane:
     def _sync_job(self, job: dict, pods: list[dict], now) -> None:
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        actions = jobs.reconcile(job, pods, now)
+        backoff = self._failure_backoff.get(meta["uid"]) or jobs.FailureBackoff()
+        actions = jobs.reconcile(job, pods, now, backoff)
         if actions.delete_job:
             # TTL ran out: the job and its pods go (the TTL controller deletes in background).
             self._ignore_missing(
@@ -292,6 +296,10 @@ class ControlPlane:
             self.event(job, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
         for kind, reason, message in actions.events:
             self.event(job, kind, reason, message)
+        if actions.backoff.failures and not jobs.is_finished({"status": actions.status}):
+            self._failure_backoff[meta["uid"]] = actions.backoff
+        else:
+            self._failure_backoff.pop(meta["uid"], None)
         if actions.create:
             actions.status["active"] += self._create_pods(job, actions.create)
         if omit_zero_job_counts(actions.status) != (job.get("status") or {}):
@@ -775,7 +783,9 @@ class ControlPlane:
                         and p is not pod
                         and scheduler.is_active(p)
                     ]
-                    self._start_pod(pod, node, now, on_node)
+                    self._create_containers(pod, node, now, on_node)
+                elif phase == "Pending" and kubelet.is_creating(pod):
+                    self._start_containers(pod, node, now)
                 elif phase == "Running":
                     self._advance_pod(pod, now)
             except ApiError as error:
@@ -799,7 +809,9 @@ class ControlPlane:
                 self.store.delete, "pods", meta["namespace"], meta["name"], grace_period_seconds=0
             )
 
-    def _start_pod(self, pod: dict, node: dict, now, pods_on_node: list[dict]) -> None:
+    def _create_containers(self, pod: dict, node: dict, now, pods_on_node: list[dict]) -> None:
+        """The kubelet takes the pod: Pending, containers waiting in ContainerCreating
+        (the next pass starts them, as a kubelet reports each step)."""
         if not scheduler.held_device_keys(pod):
             # Pods created with spec.nodeName skip the scheduler: the device plugin
             # still hands them GPUs.
@@ -809,7 +821,7 @@ class ControlPlane:
                 annotations = pod["metadata"].setdefault("annotations", {})
                 annotations[scheduler.DEVICES_ANNOTATION] = ",".join(d.key for d in devices)
                 pod = self.store.update("pods", pod["metadata"]["namespace"], pod)
-        status = kubelet.running_status(pod, node, now)
+        status = kubelet.creating_status(pod, node, now)
         self._write_status("pods", {**pod, "status": status})
         for container in pod["spec"].get("containers") or []:
             self.event(
@@ -819,6 +831,11 @@ class ControlPlane:
                 f'Container image "{container.get("image")}" already present on machine',
                 component="kubelet",
             )
+
+    def _start_containers(self, pod: dict, node: dict, now) -> None:
+        status = kubelet.running_status(pod, node, now)
+        self._write_status("pods", {**pod, "status": status})
+        for container in pod["spec"].get("containers") or []:
             self.event(
                 pod,
                 "Normal",
@@ -836,15 +853,31 @@ class ControlPlane:
         old = next(c for c in pod["status"].get("containerStatuses") or [] if c["name"] == first)
         new = next(c for c in status.get("containerStatuses") or [] if c["name"] == first)
         started = kubelet.run_started_at(pod)
-        terminated = (new.get("state") or {}).get("terminated") or (new.get("lastState") or {}).get(
-            "terminated"
-        )
         self._write_status("pods", {**pod, "status": status})
-        if terminated and started:
+        running = bool((new.get("state") or {}).get("running"))
+        same_container = old.get("containerID") == new.get("containerID")
+        if started and not (running and same_container):
+            # The run ended: its exit line, in the log of the container that ran it.
+            state = new.get("state") or {}
+            terminated = state.get("terminated") or new["lastState"]["terminated"]
             code = terminated.get("exitCode", 0)
             self._log_each(pod, lambda name: kubelet.end_log(pod, started, now, name, code))
-            if new.get("restartCount", 0) > old.get("restartCount", 0):
-                self._log_each(pod, lambda name: kubelet.start_log(pod, now, name))
+        if running and not same_container:
+            # A new container: a log of its own; the kubelet keeps the last one's, for
+            # `previous=true`.
+            for container in pod["spec"].get("containers") or []:
+                self._log(pod, None, container["name"])
+            self._log_each(pod, lambda name: kubelet.start_log(pod, now, name))
+        if kubelet.in_back_off({"status": status}) and not kubelet.in_back_off(pod):
+            meta = pod["metadata"]
+            self.event(
+                pod,
+                "Warning",
+                "BackOff",
+                f"Back-off restarting failed container {first} in pod "
+                f"{meta['name']}_{meta['namespace']}({meta['uid']})",
+                component="kubelet",
+            )
         if any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or []):
             self.event(pod, "Warning", "Killing", status.get("message", ""), component="kubelet")
 
@@ -986,13 +1019,17 @@ class ControlPlane:
         for container in (pod.get("spec") or {}).get("containers") or []:
             self._log(pod, text_for(container["name"]), container["name"])
 
-    def _log(self, pod: dict, text: str, container: str = "") -> None:
-        """Append to a container's log ("" or the first container's name: the first)."""
+    def _log(self, pod: dict, text: str | None, container: str = "") -> None:
+        """Append to a container's log ("" or the first container's name: the first);
+        None starts the log of a new container."""
         containers = (pod.get("spec") or {}).get("containers") or [{}]
         if container == containers[0].get("name"):
             container = ""
         meta = pod["metadata"]
-        self.store.append_log(meta["namespace"], meta["name"], text, container)
+        if text is None:
+            self.store.new_container_log(meta["namespace"], meta["name"], container)
+        else:
+            self.store.append_log(meta["namespace"], meta["name"], text, container)
 
     @staticmethod
     def _ignore_missing(fn, *args, **kwargs):

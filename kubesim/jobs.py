@@ -21,9 +21,66 @@ _POD_TERMINAL = ("Succeeded", "Failed")
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 
 
+# kube-controller-manager's job controller waits before replacing failed pods:
+# DefaultJobPodFailureBackOff, doubling per consecutive failure, MaxJobPodFailureBackOff.
+POD_FAILURE_BACK_OFF = 10.0
+MAX_POD_FAILURE_BACK_OFF = 360.0
+
+
+@dataclass(frozen=True)
+class FailureBackoff:
+    """The job controller's backoffRecord: failures since the last success and when
+    the latest of them ended. It lives in the controller's memory, as upstream."""
+
+    failures: int = 0
+    last_failure: datetime | None = None
+
+    def after(self, succeeded: list[dict], failed: list[dict]) -> FailureBackoff:
+        """The record once these newly finished pods are counted (newBackoffRecord)."""
+        if not failed:
+            return self if not succeeded else FailureBackoff()
+        failed_at = sorted(finished_at(p) for p in failed)
+        if not succeeded:
+            return FailureBackoff(self.failures + len(failed), failed_at[-1])
+        last_success = max(finished_at(p) for p in succeeded)
+        after_success = [moment for moment in failed_at if moment > last_success]
+        return FailureBackoff(len(after_success), after_success[-1] if after_success else None)
+
+    def remaining(self, now: datetime) -> float:
+        """Seconds before a pod may be created (getRemainingTimeForFailuresCount)."""
+        if not self.failures or self.last_failure is None:
+            return 0.0
+        wait = min(POD_FAILURE_BACK_OFF * 2 ** (self.failures - 1), MAX_POD_FAILURE_BACK_OFF)
+        return max(0.0, wait - (now - self.last_failure).total_seconds())
+
+
+def finished_at(pod: dict) -> datetime:
+    """When a finished pod ended, as the job controller's getFinishedTime reads it: its
+    Ready condition turning False, else its containers' last finishedAt, else its
+    deletion, else its creation."""
+    status = pod.get("status") or {}
+    ready = condition(status.get("conditions") or [], "Ready")
+    if ready and ready.get("status") == "False" and ready.get("lastTransitionTime"):
+        return parse_time(ready["lastTransitionTime"])
+    ends = [
+        parse_time(terminated["finishedAt"])
+        for container in status.get("containerStatuses") or []
+        if (terminated := (container.get("state") or {}).get("terminated"))
+        and terminated.get("finishedAt")
+    ]
+    if ends:
+        return max(ends)
+    meta = pod["metadata"]
+    if meta.get("deletionTimestamp"):
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        return parse_time(meta["deletionTimestamp"]) - timedelta(seconds=grace)
+    return parse_time(meta["creationTimestamp"])
+
+
 @dataclass
 class Actions:
     status: dict
+    backoff: FailureBackoff = FailureBackoff()
     create: int = 0
     delete: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
@@ -152,13 +209,18 @@ def _finish(status: dict, target: dict, stamp: str, actions: Actions) -> None:
         actions.events.append(("Normal", "Completed", "Job completed"))
 
 
-def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
+def reconcile(
+    job: dict, pods: list[dict], now: datetime, backoff: FailureBackoff = FailureBackoff()
+) -> Actions:
     """Decide the next step for `job`, given the pods it controls (pure).
 
     Pods carry the batch.kubernetes.io/job-tracking finalizer until counted: a
     finished pod is counted once, then its finalizer is removed (Actions.untrack), so
     counts survive the pod's deletion. Pods the controller deletes itself (suspend,
-    surplus, a finished Job) lose the finalizer first and never count."""
+    surplus, a finished Job) lose the finalizer first and never count.
+
+    `backoff` is the Job's failure record; pods are created only once its wait is over,
+    and Actions.backoff is the record with this sync's finished pods counted."""
     spec = job.get("spec") or {}
     old_status = job.get("status") or {}
     status = copy.deepcopy(old_status)
@@ -179,13 +241,16 @@ def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
     ]
     leaving = [p for p in pods if terminating(p)]
     new_succeeded = new_failed = 0
+    finished: dict[str, list[dict]] = {"succeeded": [], "failed": []}
     fail_job_message = ""
     for pod in pods:
         if not tracked(pod):
             continue  # counted in an earlier sync, or deleted by this controller
         if _phase(pod) == "Succeeded":
             new_succeeded += 1
+            finished["succeeded"].append(pod)
         elif _considered_failed(pod, job):
+            finished["failed"].append(pod)
             action, message = failure_policy_action(job, pod)
             if action == "FailJob" and not fail_job_message:
                 fail_job_message = message
@@ -194,6 +259,7 @@ def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
         else:
             continue
         actions.untrack.append(pod["metadata"]["name"])
+    actions.backoff = backoff.after(finished["succeeded"], finished["failed"])
     status["succeeded"] = old_status.get("succeeded", 0) + new_succeeded
     status["failed"] = old_status.get("failed", 0) + new_failed
     status["ready"] = sum(1 for p in active if _pod_condition(p, "Ready"))
@@ -285,7 +351,7 @@ def reconcile(job: dict, pods: list[dict], now: datetime) -> Actions:
         wanted = 0 if status["succeeded"] else parallelism
     # With podReplacementPolicy Failed a terminating pod still holds its place.
     present = len(active) + (len(leaving) if only_replace_failed(job) else 0)
-    if present < wanted:
+    if present < wanted and not actions.backoff.remaining(now):
         actions.create = wanted - present
     elif len(active) > wanted:
         actions.delete = [p["metadata"]["name"] for p in active[wanted:]]

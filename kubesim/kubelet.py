@@ -29,6 +29,9 @@ from kubesim.store import DISRUPTION_TARGET, set_pod_condition
 
 PREFIX = "kubesim.io/"
 DEFAULT_DURATION = 180.0
+# The kubelet's container restart back-off (CrashLoopBackOff), seconds.
+INITIAL_BACK_OFF = 10.0
+MAX_BACK_OFF = 300.0
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}
 
@@ -77,7 +80,13 @@ def _container_id(pod: dict, container: str, run: int) -> str:
     return "containerd://" + hashlib.sha256(seed).hexdigest()
 
 
-def _conditions(stamp: str, ready: bool, reason: str | None = None, scheduled_at: str = ""):
+def _conditions(
+    stamp: str,
+    ready: bool,
+    reason: str | None = None,
+    scheduled_at: str = "",
+    message: str | None = None,
+):
     status = "True" if ready else "False"
     conditions = [
         {"type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": stamp},
@@ -88,9 +97,24 @@ def _conditions(stamp: str, ready: bool, reason: str | None = None, scheduled_at
     ]
     if reason:
         conditions[2]["reason"] = conditions[3]["reason"] = reason
+    if message:
+        conditions[2]["message"] = conditions[3]["message"] = message
     for condition in conditions:
         condition.setdefault("lastProbeTime", None)
     return conditions
+
+
+def _not_ready(pod: dict, stamp: str) -> list[dict]:
+    """Conditions while containers are not ready (starting, or backing off): the
+    kubelet's ContainersNotReady, naming them."""
+    names = " ".join(c["name"] for c in pod["spec"].get("containers") or [])
+    return _conditions(
+        stamp,
+        False,
+        "ContainersNotReady",
+        scheduled_at=_scheduled_at(pod),
+        message=f"containers with unready status: [{names}]",
+    )
 
 
 def _scheduled_at(pod: dict) -> str:
@@ -105,8 +129,9 @@ def _image_id(image: str) -> str:
     return f"{image.split(':')[0]}@sha256:{digest}"
 
 
-def running_status(pod: dict, node: dict, now: datetime) -> dict:
-    """Status of a pod the kubelet just started on `node`."""
+def creating_status(pod: dict, node: dict, now: datetime) -> dict:
+    """Status of a pod the kubelet has just taken on `node`: still Pending, its
+    containers waiting in ContainerCreating (the kubelet sets startTime now)."""
     stamp = format_time(now)
     host_ip = next(
         (a["address"] for a in node["status"].get("addresses", []) if a["type"] == "InternalIP"),
@@ -116,13 +141,48 @@ def running_status(pod: dict, node: dict, now: datetime) -> dict:
     status = dict(pod.get("status") or {})
     status.update(
         {
-            "phase": "Running",
-            "conditions": _conditions(stamp, True, scheduled_at=_scheduled_at(pod)),
+            "phase": "Pending",
+            "conditions": _not_ready(pod, stamp),
             "hostIP": host_ip,
             "hostIPs": [{"ip": host_ip}],
             "podIP": ip,
             "podIPs": [{"ip": ip}],
             "startTime": stamp,
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                    "lastState": {},
+                }
+                for c in pod["spec"].get("containers") or []
+            ],
+        }
+    )
+    return status
+
+
+def is_creating(pod: dict) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any(_waiting_reason(s) == "ContainerCreating" for s in statuses)
+
+
+def _waiting_reason(container_status: dict) -> str | None:
+    return ((container_status.get("state") or {}).get("waiting") or {}).get("reason")
+
+
+def running_status(pod: dict, node: dict, now: datetime) -> dict:
+    """Status of a pod whose containers the kubelet just started on `node`."""
+    stamp = format_time(now)
+    status = creating_status(pod, node, now) if not is_creating(pod) else dict(pod["status"])
+    status.update(
+        {
+            "phase": "Running",
+            "conditions": _conditions(stamp, True, scheduled_at=_scheduled_at(pod)),
             "containerStatuses": [
                 {
                     "name": c["name"],
@@ -166,24 +226,44 @@ def _terminated(status: dict, exit_code: int, started: str, stamp: str, reason: 
     }
 
 
+def crash_back_off(restart_count: int) -> float:
+    """Seconds the kubelet waits before starting a failed container again: 10 s after
+    the first failure, doubling with each restart up to 5 minutes."""
+    return min(MAX_BACK_OFF, INITIAL_BACK_OFF * 2 ** max(restart_count - 1, 0))
+
+
+def in_back_off(pod: dict) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return any(_waiting_reason(s) == "CrashLoopBackOff" for s in statuses)
+
+
 def next_status(pod: dict, now: datetime, job_failed: int = 0) -> dict | None:
-    """The status a Running pod moves to at `now`, or None while it keeps running.
+    """The status a Running pod moves to at `now`, or None while it stays as it is.
 
     `job_failed` is the owning Job's failed count, so `fail-attempts` also counts
     attempts that were separate pods (restartPolicy Never)."""
-    started = run_started_at(pod)
-    if started is None or (pod.get("status") or {}).get("phase") != "Running":
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
         return None
-    first_start = parse_time(pod["status"].get("startTime") or format_time(started))
+    started = run_started_at(pod)
+    first_start = status.get("startTime") or (started and format_time(started))
     disrupt = annotation(pod, "disrupt-after")
-    if disrupt is not None and now >= first_start + timedelta(seconds=parse_duration(disrupt)):
+    if (
+        disrupt is not None
+        and first_start
+        and now >= parse_time(first_start) + timedelta(seconds=parse_duration(disrupt))
+    ):
         return disrupted_status(pod, now, annotation(pod, "disruption-reason"))
+    if in_back_off(pod):
+        return _restarted_status(pod, now)
+    if started is None:
+        return None
     if now < started + timedelta(seconds=parse_duration(annotation(pod, "duration"))):
         return None
     run = restarts(pod) + job_failed
     exit_code = exit_code_for_run(pod, run)
     stamp = format_time(now)
-    status = dict(pod["status"])
+    status = dict(status)
     policy = pod["spec"].get("restartPolicy", "Always")
     restart = policy == "Always" or (policy == "OnFailure" and exit_code != 0)
     containers = []
@@ -192,22 +272,66 @@ def next_status(pod: dict, now: datetime, job_failed: int = 0) -> dict | None:
         reason = "Completed" if exit_code == 0 else "Error"
         terminated = _terminated(container, exit_code, started_at, stamp, reason)
         container = dict(container)
-        if restart:
-            count = container.get("restartCount", 0) + 1
+        count = container.get("restartCount", 0) + 1
+        if restart and exit_code == 0:
+            # Exited 0 under restartPolicy Always: started again at once (as the
+            # KWOK stages of controlplane/ do; a real kubelet backs off here too).
             container.update(
                 restartCount=count,
                 lastState={"terminated": terminated},
                 state={"running": {"startedAt": stamp}},
                 containerID=_container_id(pod, container["name"], count),
             )
+        elif restart:
+            # A failed container waits in CrashLoopBackOff before its next run.
+            meta = pod["metadata"]
+            message = (
+                f"back-off {int(crash_back_off(count))}s restarting failed "
+                f"container={container['name']} "
+                f"pod={meta['name']}_{meta.get('namespace', '')}({meta.get('uid', '')})"
+            )
+            container.update(
+                restartCount=count,
+                ready=False,
+                started=False,
+                lastState={"terminated": terminated},
+                state={"waiting": {"reason": "CrashLoopBackOff", "message": message}},
+            )
+            container.pop("containerID", None)
         else:
             container.update(ready=False, started=False, state={"terminated": terminated})
         containers.append(container)
     status["containerStatuses"] = containers
-    if not restart:
+    if restart and exit_code != 0:
+        status["conditions"] = _not_ready(pod, stamp)
+    elif not restart:
         status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
         reason = "PodCompleted" if exit_code == 0 else "PodFailed"
         status["conditions"] = _conditions(stamp, False, reason, scheduled_at=_scheduled_at(pod))
+    return status
+
+
+def _restarted_status(pod: dict, now: datetime) -> dict | None:
+    """The containers in CrashLoopBackOff run again once their back-off is over (from
+    the end of the failed run), or None while they wait."""
+    status = dict(pod["status"])
+    containers = []
+    for container in status.get("containerStatuses") or []:
+        container = dict(container)
+        if _waiting_reason(container) == "CrashLoopBackOff":
+            failed = ((container.get("lastState") or {}).get("terminated") or {}).get("finishedAt")
+            wait = timedelta(seconds=crash_back_off(container.get("restartCount", 1)))
+            if failed and now < parse_time(failed) + wait:
+                return None
+            container.update(
+                ready=True,
+                started=True,
+                state={"running": {"startedAt": format_time(now)}},
+                containerID=_container_id(pod, container["name"], container["restartCount"]),
+            )
+        containers.append(container)
+    status["containerStatuses"] = containers
+    status["conditions"] = _conditions(format_time(now), True, scheduled_at=_scheduled_at(pod))
     return status
 
 

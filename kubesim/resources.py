@@ -18,6 +18,11 @@ class ResourceType:
     read_only: bool = False
     categories: tuple[str, ...] = ()
     verbs: list[str] = field(default_factory=lambda: list(VERBS))
+    # The registry answers a DELETE with the object (ReturnDeletedObject: pods,
+    # namespaces, resourcequotas); every other kind deleted at once answers a Status.
+    returns_deleted_object: bool = False
+    # Honours propagationPolicy Orphan/Foreground (events' strategy does not).
+    garbage_collected: bool = True
 
     @property
     def api_version(self) -> str:
@@ -46,7 +51,16 @@ RBAC = "rbac.authorization.k8s.io"
 RESOURCES: dict[str, ResourceType] = {
     r.plural: r
     for r in [
-        ResourceType("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
+        ResourceType(
+            "namespaces",
+            "Namespace",
+            "",
+            "v1",
+            False,
+            ("ns",),
+            ("status",),
+            returns_deleted_object=True,
+        ),
         ResourceType("nodes", "Node", "", "v1", False, ("no",), ("status",)),
         ResourceType(
             "pods",
@@ -57,9 +71,19 @@ RESOURCES: dict[str, ResourceType] = {
             ("po",),
             ("status", "log", "eviction"),
             categories=("all",),
+            returns_deleted_object=True,
         ),
-        ResourceType("events", "Event", "", "v1", True, ("ev",)),
-        ResourceType("resourcequotas", "ResourceQuota", "", "v1", True, ("quota",), ("status",)),
+        ResourceType("events", "Event", "", "v1", True, ("ev",), garbage_collected=False),
+        ResourceType(
+            "resourcequotas",
+            "ResourceQuota",
+            "",
+            "v1",
+            True,
+            ("quota",),
+            ("status",),
+            returns_deleted_object=True,
+        ),
         ResourceType("limitranges", "LimitRange", "", "v1", True, ("limits",)),
         ResourceType("jobs", "Job", "batch", "v1", True, (), ("status",), categories=("all",)),
         ResourceType("roles", "Role", RBAC, "v1", True),

@@ -453,7 +453,7 @@ class Handler(BaseHTTPRequestHandler):
                 },
             )
         if method == "GET" and subresource == "log":
-            return self._send(200, _pod_log(store, namespace, name, query).encode(), "text/plain")
+            return self._send(200, _pod_log(store, namespace, name, query), "text/plain")
         if method == "GET":
             obj = store.get_ref(rtype.plural, namespace, name)
             if self._wants_table():
@@ -524,7 +524,9 @@ class Handler(BaseHTTPRequestHandler):
                 preconditions=options.get("preconditions"),
                 grace_period_seconds=grace,
             )
-            return self._send_json(200, deleted)
+            if rtype.returns_deleted_object or deleted["metadata"].get("finalizers"):
+                return self._send_json(200, deleted)  # marked, not gone yet
+            return self._send_json(200, deleted_status(rtype, deleted))
         raise MethodNotAllowed()
 
     def _evict(self, namespace: str, name: str) -> None:
@@ -797,6 +799,23 @@ def _node_admin(sim, path: str, body) -> dict:
     return plane.inject_xid(name, int(gpu), code)
 
 
+def deleted_status(rtype, obj: dict) -> dict:
+    """The Status the registry's finalizeDelete answers for an object deleted at once
+    (no code; `kind` in details is the resource, as upstream sets it)."""
+    meta = obj["metadata"]
+    details = {"name": meta["name"], "group": rtype.group, "kind": rtype.plural}
+    details["uid"] = meta["uid"]
+    if not rtype.group:
+        del details["group"]  # omitempty
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    }
+
+
 def _seconds(body: dict, field: str, default) -> float:
     value = body.get(field, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10**7:
@@ -804,10 +823,12 @@ def _seconds(body: dict, field: str, default) -> float:
     return float(value)
 
 
-def _pod_log(store, namespace: str, name: str, query: dict) -> str:
+def _pod_log(store, namespace: str, name: str, query: dict) -> bytes:
     """GET pods/{name}/log: the apiserver picks the container (validateContainer), a pod
-    without a node has an empty log, and the kubelet refuses a container that has not
-    started yet."""
+    without a node has an empty log, and the kubelet picks the container's run
+    (validateContainerLogStatus): the current one, or with `previous=true` the one in
+    lastState, refusing a container that has not started yet or never restarted.
+    `tailLines` and then `limitBytes` cut the answer."""
     pod = store.get_ref("pods", namespace, name)
     names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
     container = query.get("container") or ""
@@ -820,30 +841,54 @@ def _pod_log(store, namespace: str, name: str, query: dict) -> str:
         container = names[0]
     elif container not in names:
         raise BadRequest(f"container {container} is not valid for pod {name}")
-    tail = query.get("tailLines")
-    if tail is not None:
-        try:
-            tail = int(tail)
-        except ValueError:
-            raise BadRequest(f"tailLines: invalid integer {tail!r}") from None
-        if tail < 0:
-            raise Invalid(
-                kind="PodLogOptions",
-                name=name,
-                errors=[
-                    FieldError("Invalid", "tailLines", tail, "must be greater than or equal to 0")
-                ],
+    tail = _log_option(name, query, "tailLines", 0, "must be greater than or equal to 0")
+    limit = _log_option(name, query, "limitBytes", 1, "must be greater than 0")
+    previous = query.get("previous") in ("true", "1", "True")
+    bound = bool((pod.get("spec") or {}).get("nodeName"))
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    status = next((s for s in statuses if s.get("name") == container), {})
+    state = status.get("state") or {}
+    log_key = "" if container == names[0] else container
+    # A pod without a node: LogLocation has no kubelet to ask, an empty stream (a log
+    # handed to a bare kubesim with store.append_log is served all the same).
+    if previous and not bound:
+        text = ""
+    elif previous:
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        if not last.get("containerID"):
+            raise BadRequest(
+                f'previous terminated container "{container}" in pod "{name}" not found'
             )
-    text = store.read_log(namespace, name, "" if container == names[0] else container)
+        # Until a newer container starts, the one in lastState is the latest.
+        text = store.read_log(namespace, name, log_key, previous="waiting" not in state)
+    else:
+        text = store.read_log(namespace, name, log_key)
+    if text is None and not bound:
+        text = ""
     if text is None:
-        if not (pod.get("spec") or {}).get("nodeName"):
-            return ""  # LogLocation has no kubelet to ask: an empty stream
-        raise BadRequest(
-            f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
-        )
+        reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+        raise BadRequest(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
     if tail is not None:
         text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
-    return text
+    data = text.encode()
+    return data[:limit] if limit is not None else data
+
+
+def _log_option(pod_name: str, query: dict, option: str, least: int, message: str) -> int | None:
+    value = query.get(option)
+    if value is None:
+        return None
+    try:
+        value = int(value)
+    except ValueError:
+        raise BadRequest(f"{option}: invalid integer {value!r}") from None
+    if value < least:
+        raise Invalid(
+            kind="PodLogOptions",
+            name=pod_name,
+            errors=[FieldError("Invalid", option, value, message)],
+        )
+    return value
 
 
 def _exists(store, rtype, namespace, name) -> bool:

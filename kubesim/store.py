@@ -34,6 +34,9 @@ GENERATION_KINDS = {"jobs", "pods", "networkpolicies"}
 # Kinds whose /status subresource owns .status: a PUT of the main resource keeps it.
 STATUS_SUBRESOURCE = {r.plural for r in RESOURCES.values() if "status" in r.subresources}
 # Generated name suffixes use the apiserver's alphabet (no vowels, no look-alikes).
+# What the apiserver puts on an object deleted with these propagation policies, for the
+# garbage collector to remove once it has orphaned or deleted the dependents.
+GC_FINALIZERS = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
@@ -97,6 +100,7 @@ class Store:
         self._compacted_rv = 0
         self._watchers: set[Watcher] = set()
         self.logs: dict[tuple, str] = {}
+        self.previous_logs: dict[tuple, str] = {}  # of the container before the current one
         self._name_random = random.Random()
         if seed:
             self._seed()
@@ -121,10 +125,21 @@ class Store:
         with self.lock:
             self.logs[key] = self.logs.get(key, "") + text
 
-    def read_log(self, namespace: str, name: str, container: str = "") -> str | None:
-        """A container's output so far (None: it never started)."""
+    def new_container_log(self, namespace: str, name: str, container: str = "") -> None:
+        """The container was started again: its log starts empty and the last one's is
+        kept as the previous (a kubelet keeps one dead container per container)."""
+        key = (namespace, name, container)
         with self.lock:
-            return self.logs.get((namespace, name, container))
+            if key in self.logs:
+                self.previous_logs[key] = self.logs[key]
+            self.logs[key] = ""
+
+    def read_log(
+        self, namespace: str, name: str, container: str = "", *, previous: bool = False
+    ) -> str | None:
+        """A container's output so far, or its previous container's (None: none)."""
+        with self.lock:
+            return (self.previous_logs if previous else self.logs).get((namespace, name, container))
 
     @property
     def resource_version(self) -> str:
@@ -335,7 +350,10 @@ class Store:
             ):
                 raise Conflict(resource=resource, group=rtype.group, name=name)
             if dry_run:
-                return copy_json(old)
+                grace = _grace_period(rtype, old, grace_period_seconds)
+                if grace or old["metadata"].get("finalizers"):
+                    return _marked(old, self.clock.now(), grace)
+                return self._deleted_answer(rtype, old, _policy(rtype, propagation_policy))
             return self._delete(rtype, old, propagation_policy, grace_period_seconds)
 
     def delete_collection(
@@ -457,6 +475,9 @@ class Store:
                 "resourceVersion": self._rv,
                 "objects": {r: list(objs.values()) for r, objs in self._objects.items() if objs},
                 "logs": [[ns, name, text, c] for (ns, name, c), text in self.logs.items()],
+                "previousLogs": [
+                    [ns, name, text, c] for (ns, name, c), text in self.previous_logs.items()
+                ],
             }
 
     def load(self, state: dict) -> None:
@@ -472,10 +493,13 @@ class Store:
             self._rv = int(state.get("resourceVersion", 0))
             self._history.clear()
             self._compacted_rv = self._rv
-            self.logs = {
-                (entry[0], entry[1], entry[3] if len(entry) > 3 else ""): entry[2]
-                for entry in state.get("logs", [])
-            }
+            self.logs, self.previous_logs = (
+                {
+                    (entry[0], entry[1], entry[3] if len(entry) > 3 else ""): entry[2]
+                    for entry in state.get(field, [])
+                }
+                for field in ("logs", "previousLogs")
+            )
 
     # --- internals ---
 
@@ -610,8 +634,9 @@ class Store:
             target = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._rv)}}
             self._objects[rtype.plural].pop(key, None)
             if rtype.plural == "pods":
-                for log_key in [k for k in self.logs if k[:2] == key]:
-                    del self.logs[log_key]
+                for logs in (self.logs, self.previous_logs):
+                    for log_key in [k for k in logs if k[:2] == key]:
+                        del logs[log_key]
         else:
             meta["resourceVersion"] = str(self._rv)
             self._objects[rtype.plural][key] = target
@@ -646,11 +671,7 @@ class Store:
                             is child
                         ):
                             self._commit(other, None, child, "DELETED")
-        if policy is None:
-            # batch/v1 Jobs orphan their pods by default, for backwards compatibility.
-            policy = "Orphan" if rtype.plural == "jobs" else "Background"
-        if policy not in ("Orphan", "Background", "Foreground"):
-            raise BadRequest(f"unsupported propagationPolicy {policy!r}")
+        policy = _policy(rtype, policy)
         uid = obj["metadata"]["uid"]
         for dependent_type, dependent in self._dependents(obj):
             if policy == "Orphan":
@@ -662,11 +683,25 @@ class Store:
                 self._commit(dependent_type, orphan, dependent, "MODIFIED")
             else:
                 self._delete(dependent_type, dependent, policy)
+        self._commit(rtype, None, obj, "DELETED")
+        return self._deleted_answer(rtype, obj, policy)
+
+    def _deleted_answer(self, rtype: ResourceType, obj: dict, policy: str) -> dict:
+        """The object as the apiserver holds it when it answers the delete: pods are
+        deleted gracefully even with no grace (deletionTimestamp set), and an Orphan or
+        Foreground delete puts the garbage collector's finalizer on the object (kubesim
+        does the collector's work at once, so that copy is never stored)."""
         deleted = copy_json(obj)
-        deleted["metadata"]["deletionTimestamp"] = self.clock.timestamp()
+        meta = deleted["metadata"]
+        if rtype.plural in ("pods", "namespaces"):
+            meta["deletionTimestamp"] = self.clock.timestamp()
         if rtype.plural == "namespaces":
             deleted.setdefault("status", {})["phase"] = "Terminating"
-        self._commit(rtype, None, obj, "DELETED")
+        finalizer = GC_FINALIZERS.get(policy) if rtype.garbage_collected else None
+        if finalizer:
+            meta["deletionTimestamp"] = self.clock.timestamp()
+            meta["deletionGracePeriodSeconds"] = 0
+            meta["finalizers"] = [*(meta.get("finalizers") or []), finalizer]
         return deleted
 
     def _terminate_namespace(self, obj: dict) -> dict:
@@ -707,11 +742,7 @@ class Store:
         current = meta.get("deletionGracePeriodSeconds")
         if meta.get("deletionTimestamp") and current is not None and current <= grace:
             return copy_json(obj)
-        marked = copy_json(obj)
-        marked["metadata"]["deletionTimestamp"] = format_time(
-            self.clock.now() + timedelta(seconds=grace)
-        )
-        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        marked = _marked(obj, self.clock.now(), grace)
         self._commit(rtype, marked, obj, "MODIFIED")
         if _deletion_finished(marked):
             self._commit(rtype, None, marked, "DELETED")
@@ -787,6 +818,22 @@ def _grace_period(rtype: ResourceType, obj: dict, requested) -> int:
     except (TypeError, ValueError):
         raise BadRequest(f"invalid gracePeriodSeconds: {requested!r}") from None
     return 1 if period < 0 else period
+
+
+def _policy(rtype: ResourceType, policy: str | None) -> str:
+    if policy is None:
+        # batch/v1 Jobs orphan their pods by default, for backwards compatibility.
+        policy = "Orphan" if rtype.plural == "jobs" else "Background"
+    if policy not in ("Orphan", "Background", "Foreground"):
+        raise BadRequest(f"unsupported propagationPolicy {policy!r}")
+    return policy
+
+
+def _marked(obj: dict, now, grace: int) -> dict:
+    marked = copy_json(obj)
+    marked["metadata"]["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
+    marked["metadata"]["deletionGracePeriodSeconds"] = grace
+    return marked
 
 
 def _deletion_finished(obj: dict) -> bool:

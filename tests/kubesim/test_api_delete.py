@@ -1,9 +1,11 @@
 """Deletion: propagation to dependents and namespace cascades."""
 
+import json
+
 import pytest
 from kubernetes import client
 
-from tests.kubesim.apihelpers import job_manifest, quota_manifest
+from tests.kubesim.apihelpers import job_manifest, quota_manifest, sim_request
 
 
 def owned_pod(job, name):
@@ -93,3 +95,71 @@ def test_delete_missing_is_not_found(batch):
     with pytest.raises(client.ApiException) as error:
         batch.delete_namespaced_job("ghost", "default")
     assert error.value.status == 404
+
+
+def _deleted(kubesim, path):
+    code, _, body = sim_request(kubesim, "DELETE", path)
+    assert code == 200
+    return json.loads(body)
+
+
+def test_an_object_deleted_at_once_answers_a_status_as_kube_apiserver_does(core, kubesim):
+    made = core.create_namespaced_limit_range("default", {"metadata": {"name": "l"}})
+    answer = _deleted(kubesim, "/api/v1/namespaces/default/limitranges/l")
+    assert answer == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": "l", "kind": "limitranges", "uid": made.metadata.uid},
+    }
+
+
+def test_the_status_names_the_group(batch, kubesim):
+    batch.create_namespaced_job("default", job_manifest(suspend=True))
+    answer = _deleted(kubesim, "/apis/batch/v1/namespaces/default/jobs/train?dryRun=All")
+    assert answer["kind"] == "Job"  # batch/v1 orphans by default: the collector's finalizer
+    assert answer["metadata"]["finalizers"] == ["orphan"]
+    answer = _deleted(
+        kubesim, "/apis/batch/v1/namespaces/default/jobs/train?propagationPolicy=Background"
+    )
+    assert answer["details"]["group"] == "batch"
+    assert answer["details"]["kind"] == "jobs"
+
+
+def test_pods_namespaces_and_quotas_answer_the_object(core, kubesim):
+    core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+    )
+    core.create_namespaced_resource_quota("default", quota_manifest())
+    pod = _deleted(kubesim, "/api/v1/namespaces/default/pods/p")
+    assert pod["kind"] == "Pod" and pod["metadata"]["deletionTimestamp"]
+    quota = _deleted(kubesim, "/api/v1/namespaces/default/resourcequotas/gpu")
+    assert quota["kind"] == "ResourceQuota" and "deletionTimestamp" not in quota["metadata"]
+    core.create_namespace({"metadata": {"name": "team-a"}})
+    assert _deleted(kubesim, "/api/v1/namespaces/team-a")["kind"] == "Namespace"
+
+
+def test_an_object_kept_by_a_finalizer_answers_the_object(core, kubesim):
+    core.create_namespaced_limit_range(
+        "default", {"metadata": {"name": "l", "finalizers": ["example.com/keep"]}}
+    )
+    answer = _deleted(kubesim, "/api/v1/namespaces/default/limitranges/l")
+    assert answer["kind"] == "LimitRange"
+    assert answer["metadata"]["deletionTimestamp"]
+
+
+def test_events_ignore_orphan(core, kubesim):
+    core.create_namespaced_event(
+        "default",
+        {
+            "metadata": {"name": "e"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "R",
+            "message": "m",
+            "type": "Normal",
+        },
+    )
+    path = "/api/v1/namespaces/default/events/e?propagationPolicy=Orphan"
+    assert _deleted(kubesim, path)["kind"] == "Status"

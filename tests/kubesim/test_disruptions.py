@@ -136,6 +136,7 @@ def test_reclaim_by_eviction_is_ignored_by_a_pod_failure_policy(k):
 
     k.advance(61)  # grace over: the pod fails, the node is gone
     assert wait_for(lambda: "gpu-l4-0" not in node_names(k))
+    k.advance(10)  # the job controller's back-off: an ignored failure counts there too
     replacement = wait_for(
         lambda: [p for p in job_pods(k, ns, "spot") if p.metadata.name != first.metadata.name]
     )[0]
@@ -199,9 +200,10 @@ def test_shutdown_pods_of_a_job_are_failed_with_the_condition_before_they_go(k):
     assert wait_for(lambda: pod_gone(k, ns, first.metadata.name))
     status = k.batch.read_namespaced_job("spot", ns).status
     assert not status.failed
+    k.advance(10)  # the job controller's back-off: an ignored failure counts there too
+    assert wait_for(lambda: len(job_pods(k, ns, "spot")) == 1)
     events = k.core.list_namespaced_event(ns).items
-    assert any(e.reason == "SuccessfulCreate" for e in events)
-    assert len(job_pods(k, ns, "spot")) == 1
+    assert [e.count for e in events if e.reason == "SuccessfulCreate"] == [1, 1]
 
 
 def test_reclaim_rejects_bad_input(k):

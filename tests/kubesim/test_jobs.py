@@ -1,9 +1,12 @@
 """The Job controller over HTTP: every way a batch/v1 Job can end."""
 
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kubesim import jobs
+from kubesim.clock import format_time
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
 from tests.kubesim.simhelpers import Clients, job, wait_for
@@ -48,9 +51,18 @@ def restarted_or_gone(k, ns, name, restarts):
     return bool(statuses) and statuses[0].restart_count >= restarts
 
 
+def running_or_gone(k, ns, name):
+    pods = pods_of(k, ns, name)
+    return not pods or pods[0].status.container_statuses[0].state.running is not None
+
+
 def deleting(pods):
     """The pods, once the first is being deleted (checked on one LIST's answer)."""
     return pods if pods and pods[0].metadata.deletion_timestamp else None
+
+
+def phases(k, ns, name):
+    return sorted(p.status.phase for p in pods_of(k, ns, name))
 
 
 def running(k, ns, name, count=1):
@@ -59,7 +71,7 @@ def running(k, ns, name, count=1):
     )
 
 
-def phases(k, ns, name):
+def phase_by_pod(k, ns, name):
     """{pod name: phase} of the job's pods, from one LIST."""
     return {p.metadata.name: p.status.phase for p in pods_of(k, ns, name)}
 
@@ -76,7 +88,7 @@ def new_pod_running(k, ns, name, seen):
         lambda: next(
             (
                 pod
-                for pod, phase in phases(k, ns, name).items()
+                for pod, phase in phase_by_pod(k, ns, name).items()
                 if phase == "Running" and pod not in seen
             ),
             None,
@@ -105,12 +117,12 @@ def test_it_runs_completions_with_parallelism(k):
     ns = k.namespace()
     spec = {"completions": 3, "parallelism": 2}
     k.batch.create_namespaced_job(ns, job("sweep", 0, {"kubesim.io/duration": "60s"}, spec))
-    first = set(running(k, ns, "sweep", 2) and phases(k, ns, "sweep"))
+    first = set(running(k, ns, "sweep", 2) and phase_by_pod(k, ns, "sweep"))
     k.advance(61)
     # The first two have ended and the third runs (one LIST says both).
     wait_for(
         lambda: (
-            (now := phases(k, ns, "sweep"))
+            (now := phase_by_pod(k, ns, "sweep"))
             and all(now.get(pod) == "Succeeded" for pod in first)
             and [phase for pod, phase in now.items() if pod not in first] == ["Running"]
         )
@@ -125,10 +137,12 @@ def test_it_fails_after_the_backoff_limit(k):
     ns = k.namespace()
     annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "2"}
     k.batch.create_namespaced_job(ns, job("crash", 0, annotations, {"backoffLimit": 1}))
-    seen = set()
-    for _ in range(2):
-        seen.add(new_pod_running(k, ns, "crash", seen))
-        k.advance(6)
+    seen = {new_pod_running(k, ns, "crash", set())}
+    k.advance(6)
+    wait_for(lambda: phases(k, ns, "crash") == ["Failed"])
+    k.advance(10)  # the job controller's back-off before it replaces a failed pod
+    seen.add(new_pod_running(k, ns, "crash", seen))
+    k.advance(6)
     failed = wait_for(lambda: condition(read(k, ns, "crash"), "Failed"))
     assert failed.reason == "BackoffLimitExceeded"
     assert failed.message == "Job has reached the specified backoff limit"
@@ -143,9 +157,13 @@ def test_on_failure_restarts_count_toward_backoff(k):
     k.batch.create_namespaced_job(ns, manifest)
     running(k, ns, "flaky")
     (pod,) = pods_of(k, ns, "flaky")
-    for restarts in (1, 2, 3):
+    for restarts, back_off in ((1, 10), (2, 20)):
         k.advance(6)
         wait_for(lambda n=restarts: restarted_or_gone(k, ns, "flaky", n))
+        k.advance(back_off)  # the kubelet's CrashLoopBackOff before the next run
+        wait_for(lambda: running_or_gone(k, ns, "flaky"))
+    k.advance(6)
+    wait_for(lambda: restarted_or_gone(k, ns, "flaky", 3))
     assert pod.spec.restart_policy == "OnFailure"
     wait_for(lambda: condition(read(k, ns, "flaky"), "FailureTarget"))
     k.advance(31)  # the Failed condition waits for the pod's grace period
@@ -222,6 +240,9 @@ def test_pod_failure_policy_ignores_disruptions(k):
     running(k, ns, "spot")
     (first,) = pods_of(k, ns, "spot")
     k.sim.control_plane.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
+    wait_for(lambda: phases(k, ns, "spot") == ["Failed"])
+    # An ignored failure still feeds the controller's back-off record (as upstream).
+    k.advance(10)
     # A replacement pod starts; the disruption is not a failure.
     wait_for(
         lambda: any(
@@ -291,3 +312,35 @@ def test_quota_blocks_pods_with_a_failed_create_event_then_retries(k):
     )
     running(k, ns, "blocked")
     assert wait_for(lambda: read(k, ns, "blocked").status.active == 1)
+
+
+def test_a_failed_pod_is_replaced_after_the_controllers_back_off(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "5s", "kubesim.io/exit-code": "1"}
+    k.batch.create_namespaced_job(ns, job("again", 0, annotations, {"backoffLimit": 3}))
+    for failed, back_off in ((1, 10), (2, 20)):
+        running(k, ns, "again")
+        k.advance(6)
+        wait_for(lambda n=failed: phases(k, ns, "again") == ["Failed"] * n)
+        k.advance(back_off - 2)
+        time.sleep(0.3)  # a few control loop passes: still no replacement
+        assert phases(k, ns, "again") == ["Failed"] * failed
+        k.advance(2)
+        wait_for(lambda n=failed: len(pods_of(k, ns, "again")) == n + 1)
+
+
+def test_failure_backoff_record():
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def failed_pod(at):
+        ready = {"type": "Ready", "status": "False", "lastTransitionTime": format_time(at)}
+        return {"metadata": {}, "status": {"phase": "Failed", "conditions": [ready]}}
+
+    record = jobs.FailureBackoff().after([], [failed_pod(start)])
+    assert record.remaining(start + timedelta(seconds=4)) == 6
+    record = record.after([], [failed_pod(start + timedelta(seconds=30))])
+    assert record.remaining(start + timedelta(seconds=30)) == 20
+    for _ in range(10):
+        record = record.after([], [failed_pod(start + timedelta(seconds=40))])
+    assert record.remaining(start + timedelta(seconds=40)) == 360  # capped at 6 minutes
+    assert record.after([failed_pod(start + timedelta(seconds=50))], []).remaining(start) == 0

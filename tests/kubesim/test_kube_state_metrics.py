@@ -130,6 +130,8 @@ def test_job_status_families(k):
     ns = k.namespace()
     k.batch.create_namespaced_job(ns, job("nightly", 1, {"kubesim.io/duration": "5m"}))
     wait_for(lambda: (k.batch.read_namespaced_job("nightly", ns).status.active or 0) == 1)
+    # The run starts after ContainerCreating: its 5 minutes count from there.
+    wait_for(lambda: [p.status.phase for p in k.core.list_namespaced_pod(ns).items] == ["Running"])
     _, samples = scrape(k)
     ((_, active),) = series(samples, "kube_job_status_active", namespace=ns, job_name="nightly")
     assert active == 1

@@ -3,11 +3,13 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from kubernetes.client import ApiException
+from kubernetes.watch import Watch
 
 from kubesim import kubelet
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
-from tests.kubesim.simhelpers import Clients, pod, wait_for
+from tests.kubesim.simhelpers import Clients, error_body, pod, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -68,18 +70,81 @@ def test_on_failure_restarts_in_place_until_fail_attempts_run_out(k):
         "kubesim.io/fail-attempts": "2",
     }
     run(k, ns, pod("retry", annotations=annotations, restart_policy="OnFailure"))
-    for restarts in (1, 2):
+    for restarts, back_off in ((1, 10), (2, 20)):
         k.advance(11)
-        wait_for(
-            lambda n=restarts: (
-                k.core.read_namespaced_pod("retry", ns).status.container_statuses[0].restart_count
-                == n
-            )
-        )
+        wait_for(lambda n=restarts: restarted(k, ns, "retry", n, "waiting"))
+        k.advance(back_off + 1)  # the kubelet's CrashLoopBackOff: 10 s, doubling
+        wait_for(lambda n=restarts: restarted(k, ns, "retry", n, "running"))
     last = k.core.read_namespaced_pod("retry", ns).status.container_statuses[0].last_state
     assert last.terminated.exit_code == 1
     k.advance(11)
     wait_for(lambda: phase(k, ns, "retry") == "Succeeded")
+
+
+def restarted(k, ns, name, count, state):
+    (container,) = k.core.read_namespaced_pod(name, ns).status.container_statuses
+    return container.restart_count == count and getattr(container.state, state) is not None
+
+
+def test_a_failing_container_waits_in_crash_loop_back_off(k):
+    ns = k.namespace()
+    annotations = {"kubesim.io/duration": "10s", "kubesim.io/exit-code": "1"}
+    running = run(k, ns, pod("crash", annotations=annotations, restart_policy="Always"))
+    k.advance(11)
+    wait_for(lambda: restarted(k, ns, "crash", 1, "waiting"))
+    status = k.core.read_namespaced_pod("crash", ns).status
+    (container,) = status.container_statuses
+    assert status.phase == "Running"
+    assert container.state.waiting.reason == "CrashLoopBackOff"
+    assert container.state.waiting.message == (
+        f"back-off 10s restarting failed container=main pod=crash_{ns}({running.metadata.uid})"
+    )
+    assert container.last_state.terminated.exit_code == 1
+    assert not container.ready and not container.started
+    ready = {c.type: (c.status, c.reason) for c in status.conditions}
+    assert ready["Ready"] == ready["ContainersReady"] == ("False", "ContainersNotReady")
+    k.advance(5)
+    assert restarted(k, ns, "crash", 1, "waiting")  # still backing off
+    k.advance(6)
+    wait_for(lambda: restarted(k, ns, "crash", 1, "running"))
+    assert k.core.read_namespaced_pod("crash", ns).status.container_statuses[0].ready
+    events = k.core.list_namespaced_event(ns, field_selector="reason=BackOff").items
+    assert [e.type for e in events] == ["Warning"]
+
+
+def test_the_back_off_doubles_up_to_five_minutes():
+    assert [kubelet.crash_back_off(n) for n in range(1, 8)] == [10, 20, 40, 80, 160, 300, 300]
+
+
+def test_a_bound_pod_is_container_creating_before_it_runs(k):
+    ns = k.namespace()
+    seen = []
+    made = k.core.create_namespaced_pod(ns, pod("slow", annotations={"kubesim.io/duration": "1h"}))
+    watch = Watch()
+    for event in watch.stream(
+        k.core.list_namespaced_pod,
+        ns,
+        resource_version=made.metadata.resource_version,
+        timeout_seconds=5,
+        _preload_content=False,
+    ):
+        status = event["raw_object"].get("status") or {}
+        states = [c["state"] for c in status.get("containerStatuses") or []]
+        waiting = states and states[0].get("waiting", {}).get("reason")
+        seen.append(status.get("phase") + (f"/{waiting}" if waiting else ""))
+        if status.get("phase") == "Running":
+            break
+        if waiting:
+            conditions = {c["type"]: c for c in status["conditions"]}
+            assert conditions["Ready"]["reason"] == "ContainersNotReady"
+            assert conditions["Ready"]["message"] == "containers with unready status: [main]"
+            assert status["startTime"] and status["hostIP"]
+    watch.stop()
+    assert [s for i, s in enumerate(seen) if i == 0 or seen[i - 1] != s] == [
+        "Pending",
+        "Pending/ContainerCreating",
+        "Running",
+    ]
 
 
 def test_disrupt_after_fails_the_pod_with_a_disruption_target(k):
@@ -158,3 +223,37 @@ def test_durations_parse_like_go():
     assert kubelet.parse_duration("1h30m") == 5400
     assert kubelet.parse_duration("90") == 90
     assert kubelet.parse_duration("bogus") == kubelet.DEFAULT_DURATION
+
+
+def test_logs_honour_limit_bytes_and_previous(k):
+    ns = k.namespace()
+    annotations = {
+        "kubesim.io/duration": "10s",
+        "kubesim.io/exit-code": "1",
+        "kubesim.io/fail-attempts": "1",
+    }
+    run(k, ns, pod("logs", annotations=annotations, restart_policy="OnFailure"))
+    whole = k.core.read_namespaced_pod_log("logs", ns)
+    assert k.core.read_namespaced_pod_log("logs", ns, limit_bytes=7) == whole[:7]
+    with pytest.raises(ApiException) as error:
+        k.core.read_namespaced_pod_log("logs", ns, previous=True)
+    assert error.value.status == 400
+    assert error_body(error.value)["message"] == (
+        'previous terminated container "main" in pod "logs" not found'
+    )
+    k.advance(11)
+    wait_for(lambda: restarted(k, ns, "logs", 1, "waiting"))
+    crashed = k.core.read_namespaced_pod_log("logs", ns, previous=True)
+    assert crashed.splitlines()[-1].endswith("kubesim: container main exited with code 1")
+    assert k.core.read_namespaced_pod_log("logs", ns) == crashed  # the latest container
+    k.advance(11)
+    wait_for(lambda: restarted(k, ns, "logs", 1, "running"))
+    current = k.core.read_namespaced_pod_log("logs", ns).splitlines()
+    assert len(current) == 1 and current[0].endswith("kubesim: container main started")
+    assert k.core.read_namespaced_pod_log("logs", ns, previous=True) == crashed
+    with pytest.raises(ApiException) as error:
+        k.core.read_namespaced_pod_log("logs", ns, limit_bytes=0)
+    assert error.value.status == 422
+    assert error_body(error.value)["message"] == (
+        'PodLogOptions "logs" is invalid: limitBytes: Invalid value: 0: must be greater than 0'
+    )

@@ -34,6 +34,19 @@ def holds_nul(data):
     return False
 
 
+NUL_MESSAGE = "Null characters are not allowed."  # DRF's own, for a field's text
+
+
+def _nul_error(data):
+    """400 naming the fields whose value holds a NUL (as a text field's own check
+    would), or the body's when a key or a bare list holds one."""
+    if isinstance(data, dict) and not any("\x00" in key for key in data):
+        return ValidationError(
+            {key: [NUL_MESSAGE] for key, value in data.items() if holds_nul(value)}
+        )
+    return ParseError("The body contains a NUL character.")
+
+
 class JSONParser(parsers.JSONParser):
     """DRF's, with the body capped at DATA_UPLOAD_MAX_MEMORY_SIZE (DRF reads
     the stream itself, past Django's check), deep nesting a 400 (the decoder
@@ -52,20 +65,8 @@ class JSONParser(parsers.JSONParser):
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply.") from None
         if holds_nul(data):
-            raise ValidationError({_nul_field(data): [NUL_MESSAGE]})
+            raise _nul_error(data)
         return data
-
-
-NUL_MESSAGE = "Null characters are not allowed."  # DRF's own words for its CharField
-
-
-def _nul_field(data):
-    """The top-level field a NUL is in (as a field error names it), else the body's."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if "\x00" not in key and holds_nul(value):
-                return key
-    return "non_field_errors"
 
 
 class Pagination(LimitOffsetPagination):

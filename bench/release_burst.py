@@ -1,12 +1,24 @@
 """The release burst at a window's opening: N planned batch Jobs unsuspended at once.
 
-    .venv/bin/python bench/release_burst.py [--jobs 2000] [--teams 20] [--workers 2]
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/<db> \
+      .venv/bin/python bench/release_burst.py [--jobs 2000] [--teams 20] [--workers 2] \
+      [--backend kubesim|kubernetes] [--nodes 1000]
 
-Needs Redis (CELERY_BROKER_URL's host, database 14). Uses DATABASE_URL if set,
-else a fresh SQLite file. kubesim runs `--bare` (API server only) in its own
-process, so both sides pay only for the API calls. Before the clock starts,
-each side's kubesim holds the teams' namespaces and every Job, suspended, as
-planning left them. Then:
+Needs Redis: the database CELERY_BROKER_URL names (flushed). Uses DATABASE_URL
+if set (portal_bench* re-created), else a fresh SQLite file. Loopback only;
+every wait is bounded.
+
+On kubesim (`--backend kubesim`, the default), kubesim runs `--bare` (API
+server only) in its own process, so both sides pay only for the API calls;
+each side has its own kubesim. On the real API server (`--backend
+kubernetes`), one control plane with `--nodes` KWOK GPU nodes (half of them
+H100, 8 GPUs each: room for both sides' pods) serves both sides, and the real
+job controller creates each released Job's pod and the scheduler binds it: the
+bare side's Jobs live in `bare-` namespaces, and the portal's side starts once
+the bare side's pods are all made. Also printed there: seconds until the job
+controller had made every pod of the side. Before the clock starts, the
+cluster holds the teams' namespaces and every Job, suspended, as planning left
+them. Then:
 
 1. bare loop: one process applies the N released Jobs (suspend false and a
    deadline) with the client, one call each: the floor;
@@ -16,14 +28,14 @@ planning left them. Then:
    kubesim's request log and the live Jobs. Also printed: database statements
    per job (PostgreSQL's transaction count; each autocommit statement is one),
    API calls per job and the messages queued, to show where the time goes.
+   CPU seconds of each side's client (the bare loop's process; the workers and
+   the release transaction) and of the server (kubesim; kube-apiserver + etcd).
 
 Prints the figures docs/benchmarks.md records under "Batch release burst".
 """
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +47,44 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from provision_500 import say, setup_django, sim_requests, start_kubesim, wait_until  # noqa: E402
+from provision_500 import (  # noqa: E402
+    BACKENDS,
+    KubernetesBackend,
+    KubesimBackend,
+    load_average,
+    say,
+    setup_django,
+    start_workers,
+    stop_workers,
+    wait_until,
+)
+from realcluster import cpu_seconds  # noqa: E402
+
+
+def pod_count(backend):
+    """Pods on the real cluster (only the bench makes pods there): one call."""
+    listed = backend.plane.get("/api/v1/pods?limit=1")
+    return len(listed["items"]) + ((listed.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
+def pods_made_after(backend, count, started, timeout=600):
+    """Seconds from `started` until the cluster holds `count` pods, or None if it did
+    not within `timeout` (a quota may refuse some: the job controller keeps trying)."""
+    deadline = time.monotonic() + timeout
+    while pod_count(backend) < count:
+        if time.monotonic() > deadline:
+            say(f"only {pod_count(backend)} of {count} pods after {timeout} s")
+            return None
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def bare_copy(obj):
+    """`obj` in the bare side's namespace (`bare-` + the team's)."""
+    meta = obj["metadata"]
+    if obj["kind"] == "Namespace":
+        return {**obj, "metadata": {**meta, "name": f"bare-{meta['name']}"}}
+    return {**obj, "metadata": {**meta, "namespace": f"bare-{meta['namespace']}"}}
 
 
 def main():
@@ -43,6 +92,10 @@ def main():
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--teams", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--backend", choices=BACKENDS, default="kubesim")
+    parser.add_argument(
+        "--nodes", type=int, default=1000, help="KWOK GPU nodes (8 GPUs each), kubernetes only"
+    )
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="bench-release-")
 
@@ -121,48 +174,45 @@ def main():
             )
             return cursor.fetchone()[0]
 
-    def prepare(kubeconfig):
+    real = args.backend == "kubernetes"
+
+    def prepare(kubeconfig, copy=lambda obj: obj):
         client = kube.Cluster(kube.load_configuration(kubeconfig), timeout=30)
         for team in teams:
-            client.apply(team_manifests.namespace(team.slug), field_manager="bench")
+            client.apply(copy(team_manifests.namespace(team.slug)), field_manager="bench")
         for job in jobs:
-            client.apply(batch_cluster.manifest(job), field_manager="gpu-portal")
+            client.apply(copy(batch_cluster.manifest(job)), field_manager="gpu-portal")
         return client
 
-    say(f"{len(jobs)} planned jobs of {len(teams)} teams; bare loop")
-    sim, url, kubeconfig = start_kubesim(workdir, "bare", "--bare")
-    try:
-        client = prepare(kubeconfig)
-        sim_requests(url, clear=True)
-        started = time.monotonic()
-        for obj in released_manifests:
-            client.apply(obj, field_manager="gpu-portal")
-        bare_seconds = time.monotonic() - started
-    finally:
-        sim.terminate()
-        sim.wait()
-
-    say(f"bare loop: {bare_seconds:.2f}s; portal")
-    sim, url, kubeconfig = start_kubesim(workdir, "portal", "--bare")
+    backend = KubernetesBackend(workdir, args.nodes) if real else KubesimBackend(workdir, "--bare")
     workers = []
     try:
-        client = prepare(kubeconfig)
-        env = {**os.environ, "PORTAL_KUBECONFIG": kubeconfig, "PYTHONUNBUFFERED": "1"}
-        for n in range(args.workers):
-            log = open(Path(workdir) / f"worker-{n}.log", "w")  # noqa: SIM115
-            workers.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo"]
-                    + [f"--hostname=bench{n}@%h", "--without-gossip", "--without-mingle"]
-                    + ["--without-heartbeat", "--loglevel=WARNING", "-Q", "celery"],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+        say(f"{len(jobs)} planned jobs of {len(teams)} teams; preparing (load {load_average()})")
+        bare_copy_of = bare_copy if real else (lambda obj: obj)
+        client = prepare(backend.open("bare"), bare_copy_of)
+        if real:  # both sides' Jobs, suspended, before either clock starts
+            prepare(backend.kubeconfig)
+        say("bare loop")
+        backend.mark()
+        server_before, cpu_before = backend.server_cpu(), time.process_time()
+        started = time.monotonic()
+        for obj in released_manifests:
+            client.apply(bare_copy_of(obj), field_manager="gpu-portal")
+        bare_seconds = time.monotonic() - started
+        bare_cpu = time.process_time() - cpu_before
+        bare_server_cpu = backend.server_cpu() - server_before
+        bare_pods_seconds = None
+        if real:
+            bare_pods_seconds = pods_made_after(backend, len(jobs), started)
+
+        say(f"bare loop: {bare_seconds:.2f}s; portal")
+        kubeconfig = backend.open("portal")
+        client = kube.Cluster(kube.load_configuration(kubeconfig), timeout=30)
+        if not real:
+            prepare(kubeconfig)
+        workers = start_workers(workdir, args.workers, kubeconfig, "-Q", "celery")
         time.sleep(3)  # let the workers connect before the clock starts
-        sim_requests(url, clear=True)
+        backend.mark()
         done = JobSync.objects.filter(synced_generation__gte=1)
         polls = []
 
@@ -170,31 +220,49 @@ def main():
             polls.append(1)
             return done.count() == len(released)
 
+        worker_pids = [worker.pid for worker in workers]
+        workers_before, server_before = cpu_seconds(worker_pids), backend.server_cpu()
         transactions_before = db_transactions()
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), time.process_time()
         released = batch_cluster.release_due()
         release_seconds = time.monotonic() - started
+        release_cpu = time.process_time() - cpu_before
         wait_until(all_done, timeout=900)
         portal_seconds = time.monotonic() - started
+        portal_cpu = cpu_seconds(worker_pids) - workers_before + release_cpu
+        portal_server_cpu = backend.server_cpu() - server_before
+        portal_pods_seconds = None
+        if real:
+            portal_pods_seconds = pods_made_after(backend, 2 * len(jobs), started)
         # The workers' statements (autocommit: one transaction each), less this
         # process's polls; PostgreSQL only, its statistics flush within a second.
         time.sleep(1.5)
         transactions = db_transactions() - transactions_before - len(polls) - 1
-        calls = sim_requests(url)
+        calls = backend.requests()
+        if real:  # the audit log also holds the bench's own pod counts
+            calls = [r for r in calls if not r["path"].endswith("/pods")]
         job_patches = Counter(
             r["path"] for r in calls if r["method"] == "PATCH" and "/jobs/" in r["path"]
         )
         live = client.list("Job", label_selector=batch_cluster.SELECTOR)
-        running = sum(1 for obj in live if obj["spec"].get("suspend") is False)
+        portal_namespaces = {batch_cluster.job_namespace(team) for team in teams}
+        running = sum(
+            1
+            for obj in live
+            if obj["spec"].get("suspend") is False
+            and obj["metadata"]["namespace"] in portal_namespaces
+        )
+        load = load_average()
     finally:
-        for worker in workers:
-            worker.terminate()
-        for worker in workers:
-            worker.wait()
-        sim.terminate()
-        sim.wait()
+        stop_workers(workers)
+        backend.close()
+        if real:
+            backend.stop()
 
     figures = {
+        "backend": args.backend,
+        "nodes": args.nodes if real else None,
+        "load_average_at_end": load,
         "jobs": len(jobs),
         "teams": len(teams),
         "workers": args.workers,
@@ -203,6 +271,14 @@ def main():
         "portal_seconds": round(portal_seconds, 2),
         "release_transaction_seconds": round(release_seconds, 2),
         "portal_to_bare_ratio": round(portal_seconds / bare_seconds, 2),
+        "bare_client_cpu_seconds": round(bare_cpu, 2),
+        "portal_client_cpu_seconds": round(portal_cpu, 2),
+        "portal_to_bare_client_cpu_ratio": round(portal_cpu / bare_cpu, 2),
+        "bare_server_cpu_seconds": round(bare_server_cpu, 2),
+        "portal_server_cpu_seconds": round(portal_server_cpu, 2),
+        "portal_to_bare_server_cpu_ratio": round(portal_server_cpu / bare_server_cpu, 2),
+        "bare_all_pods_made_seconds": bare_pods_seconds and round(bare_pods_seconds, 2),
+        "portal_all_pods_made_seconds": portal_pods_seconds and round(portal_pods_seconds, 2),
         "db_statements_per_job": round(transactions / len(jobs), 2) if transactions > 0 else None,
         "api_calls_per_job": round(len(calls) / len(jobs), 3),
         "api_calls_not_job_patches": len(calls) - sum(job_patches.values()),

@@ -295,7 +295,9 @@ def check_drift(cluster=None):
         for obj in objects:
             meta = obj["metadata"]
             found = live.get((obj["kind"], meta.get("namespace"), meta["name"]))
-            if found is None or not matches(obj, found) or _terminating(found):
+            # A list's items carry no apiVersion and kind (the list does): compare the rest.
+            listed = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind")}
+            if found is None or not matches(listed, found) or _terminating(found):
                 drifted.append(team_id)
                 break
     TeamSync.objects.filter(team_id__in=states).exclude(team_id__in=drifted).update(

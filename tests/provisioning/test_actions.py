@@ -288,3 +288,10 @@ def test_a_namespace_deleted_outside_the_portal_is_made_again_once_it_has_termin
         ]
         == "4"
     )
+
+
+def test_a_team_in_sync_is_not_drifted(vision_quota, backend):
+    """The drift check compares the listed objects: the real API server's list items
+    carry no apiVersion or kind, which is no drift."""
+    assert actions.check_drift() == []
+    assert sync_of(vision_quota).status == TeamSync.Status.IN_SYNC

@@ -5,6 +5,8 @@ planner. Planning itself sends nothing."""
 
 from datetime import timedelta
 
+import pytest
+
 from batch import actions
 from batch import cluster as batch_cluster
 from batch.models import BatchJob
@@ -77,6 +79,9 @@ def test_a_name_with_a_line_break_stops_no_one_elses_email(setup, demo_flavors, 
     assert not by_person[("alice@example.com",)].bcc
 
 
+@pytest.mark.kubesim_only(
+    "the job runs to a 20-minute deadline: kubesim's clock gets there at once"
+)
 def test_a_late_release_says_the_close_binds_and_the_deadline_is_explained(
     setup, demo_flavors, backend, mailoutbox
 ):

@@ -12,7 +12,12 @@ from tests.batch.conftest import FAST
 from tests.batch.test_cluster import status_of, submit
 from tests.provisioning.conftest import wait_for
 
-pytestmark = pytest.mark.celery
+pytestmark = [
+    pytest.mark.celery,
+    # Runs of minutes to hours: on kubesim's clock at once, on a real one as long. Their
+    # real-cluster counterparts (deadline, reclaims) are in test_cluster.py.
+    pytest.mark.kubesim_only("its runs last minutes to hours of kubesim's clock"),
+]
 Status = BatchJob.Status
 
 

@@ -66,6 +66,7 @@ class Backend:
     admin_kubeconfig = ""  # a cluster admin's
     kubeconfig = ""  # the portal's (its ServiceAccount), once `as_portal` ran
     portal_user = ""
+    admin_user = ""  # who the admin kubeconfig is: the tests' own reads
 
     def writes(self):
         return [r for r in self.requests() if r["method"] in ("POST", "PUT", "PATCH", "DELETE")]
@@ -83,6 +84,7 @@ class KubesimBackend(Backend):
     """kubesim's admin API (/_sim/), as the tests use it."""
 
     name = "kubesim"
+    admin_user = "kubesim-admin"
 
     def __init__(self, sim):
         self.sim = sim
@@ -165,6 +167,7 @@ class KubernetesBackend(Backend):
     """The real control plane, as the cluster's admin sees it."""
 
     name = "kubernetes"
+    admin_user = "kubernetes-admin"
 
     def __init__(self, plane: ControlPlane, directory: Path):
         self.plane = plane

@@ -35,7 +35,7 @@ def assert_all_done_as_the_portal(backend):
     """The workers' requests were the ServiceAccount's (the test's own reads are a
     cluster admin's), and none was refused."""
     requests = backend.requests()
-    assert {r.get("user") for r in requests} - {"kubesim-admin"} == {backend.portal_user}
+    assert {r.get("user") for r in requests} - {backend.admin_user} == {backend.portal_user}
     assert {r.get("user") for r in backend.writes()} <= {backend.portal_user}
     assert [r for r in requests if r["status"] in (401, 403)] == []
 

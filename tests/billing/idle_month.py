@@ -4,6 +4,9 @@ jobs of one shape that sat idle. Written through `write_hour`."""
 
 from datetime import UTC, datetime
 
+import pytest
+import time_machine
+
 from tests.billing.ledger import meter, workload
 
 DAYS = range(1, 20)
@@ -48,3 +51,18 @@ def _team_sums(loads):
         for index, value in enumerate((load.allocated, load.active, load.idle, load.unmetered)):
             total[index] += value
     return {key: tuple(value) for key, value in sums.items()}
+
+
+NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)  # the month's pages are read on this day
+
+
+@pytest.fixture(autouse=True)
+def _clock():
+    """The pages are read on NOW, in every test module that imports this fixture."""
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+@pytest.fixture
+def month(vision, nlp, h100, a100):
+    vision_month(vision, nlp, h100, a100)

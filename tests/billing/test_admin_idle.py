@@ -1,29 +1,12 @@
 """The admin page ranks teams by idle cost, with each team's trend, and draws
 every team's workloads as one picture."""
 
-from datetime import UTC, datetime
+from tests.billing.idle_month import NOW, _clock, month  # noqa: F401 (fixtures)
 
-import pytest
-import time_machine
-
-from tests.billing.idle_month import vision_month
-
-NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 URL = "/billing/admin/?month=2026-11"
 
 
-@pytest.fixture(autouse=True)
-def _clock():
-    with time_machine.travel(NOW, tick=False):
-        yield
-
-
-@pytest.fixture
-def month(vision, nlp, h100, a100):
-    vision_month(vision, nlp, h100, a100)
-
-
-def test_teams_are_ranked_by_idle_cost_with_a_trend(client, admin_user, month):
+def test_teams_are_ranked_by_idle_cost_with_a_trend(client, admin_user, month):  # noqa: F811
     client.force_login(admin_user)
     page = client.get("/billing/admin/").content.decode()
     page = client.get(URL).content.decode()
@@ -36,7 +19,7 @@ def test_teams_are_ranked_by_idle_cost_with_a_trend(client, admin_user, month):
     assert "<title>20 Nov: 0.00 USD</title>" in teams
 
 
-def test_every_teams_workloads_in_one_picture(client, admin_user, month):
+def test_every_teams_workloads_in_one_picture(client, admin_user, month):  # noqa: F811
     client.force_login(admin_user)
     page = client.get(URL).content.decode()
     picture = page[page.index('id="cluster-picture"') : page.index('id="teams"')]
@@ -47,7 +30,7 @@ def test_every_teams_workloads_in_one_picture(client, admin_user, month):
     assert "/billing/teams/nlp/workloads/nlp/Job/eval/" in picture
 
 
-def test_query_count_is_pinned(client, admin_user, month, django_assert_num_queries):
+def test_query_count_is_pinned(client, admin_user, month, django_assert_num_queries):  # noqa: F811
     client.force_login(admin_user)
     with django_assert_num_queries(13):
         client.get(URL)

@@ -1,26 +1,10 @@
 """The team page's idle dashboard: who pays for idle GPUs, at a glance."""
 
 import re
-from datetime import UTC, datetime
 
-import pytest
-import time_machine
+from tests.billing.idle_month import NOW, _clock, month  # noqa: F401 (fixtures)
 
-from tests.billing.idle_month import vision_month
-
-NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 URL = "/billing/teams/vision/?month=2026-11"
-
-
-@pytest.fixture(autouse=True)
-def _clock():
-    with time_machine.travel(NOW, tick=False):
-        yield
-
-
-@pytest.fixture
-def month(vision, nlp, h100, a100):
-    vision_month(vision, nlp, h100, a100)
 
 
 def _rows(page):
@@ -29,7 +13,7 @@ def _rows(page):
     return re.findall(r'<a href="[^"]+"[^>]*>([^<]+)</a>', block)
 
 
-def test_rows_are_sorted_by_idle_cost_and_name_their_shape(client, alice, month):
+def test_rows_are_sorted_by_idle_cost_and_name_their_shape(client, alice, month):  # noqa: F811
     client.force_login(alice)
     page = client.get(URL).content.decode()
     # The notebook's idle A100s cost more than any sweep job; the busy trainer is last.
@@ -40,7 +24,7 @@ def test_rows_are_sorted_by_idle_cost_and_name_their_shape(client, alice, month)
     assert "(88 % of 304 GPU-hours held)" in page
 
 
-def test_idle_is_drawn_apart_from_not_running_with_exact_values(client, alice, month):
+def test_idle_is_drawn_apart_from_not_running_with_exact_values(client, alice, month):  # noqa: F811
     client.force_login(alice)
     page = client.get(URL).content.decode()
     notebook = page[page.index("Pod notebook") : page.index("</li>", page.index("Pod notebook"))]
@@ -53,7 +37,7 @@ def test_idle_is_drawn_apart_from_not_running_with_exact_values(client, alice, m
     assert "<td>idle, 1.0 %</td>" in page
 
 
-def test_repeats_are_grouped_in_top_idle_workloads(client, alice, month):
+def test_repeats_are_grouped_in_top_idle_workloads(client, alice, month):  # noqa: F811
     client.force_login(alice)
     page = client.get(URL).content.decode()
     top = page[page.index('id="top-idle"') : page.index('id="by-flavor"')]
@@ -65,7 +49,7 @@ def test_repeats_are_grouped_in_top_idle_workloads(client, alice, month):
     assert top.index("Pod notebook") < top.index("18 jobs") < top.index("Job train")
 
 
-def test_the_workloads_csv_keeps_every_workload(client, alice, month):
+def test_the_workloads_csv_keeps_every_workload(client, alice, month):  # noqa: F811
     client.force_login(alice)
     response = client.get(URL + "&export=workloads")
     assert response.content.decode().count("sweep-") == 18

@@ -30,8 +30,12 @@ cluster-binaries:
 cluster: install cluster-binaries
 	$(BIN)/python -m controlplane
 
+# Three test processes on the two cores: most tests wait on servers and workers
+# (tests/conftest.py orders them for it). PYTEST_WORKERS=0 runs them in one.
+PYTEST_WORKERS ?= 3
+
 test: install lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 lint: install
 	$(BIN)/ruff check .

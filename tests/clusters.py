@@ -17,9 +17,11 @@ kubesim's alone (tests that need it are marked `kubesim_only`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
+import shutil
 import ssl
 import tempfile
 import urllib.error
@@ -30,10 +32,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster import kube
 from controlplane import nodes as kwok_nodes
 from controlplane.binaries import missing
 from controlplane.runner import ControlPlane
 from kubesim.kubeconfig import kubeconfig
+from kubesim.testing import running_kubesim
+from tests.deploy.test_kustomize import by_kind, render
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -415,3 +420,104 @@ def control_plane_or_skip() -> ControlPlane:
 
 def in_ci() -> bool:
     return os.environ.get("CI") == "true"
+
+
+# --- the fixtures (registered once, by tests/conftest.py) ---
+
+
+@functools.cache
+def deployed():
+    """(ServiceAccount, ClusterRole, ClusterRoleBinding) as `kubectl kustomize
+    deploy/base` renders them: what the portal runs as on a real cluster."""
+    objects = render("deploy/base")
+    (account,) = by_kind(objects, "ServiceAccount").values()
+    (role,) = by_kind(objects, "ClusterRole").values()
+    (binding,) = by_kind(objects, "ClusterRoleBinding").values()
+    return account, role, binding
+
+
+@pytest.fixture
+def portal_rules(request):
+    """The rules of the portal's ClusterRole: deploy/'s, unless a test gives others
+    (`parametrize("portal_rules", [rules], indirect=True)`)."""
+    return getattr(request, "param", None) or deployed()[1]["rules"]
+
+
+@pytest.fixture(scope="session")
+def control_plane():
+    """The real control plane (controlplane/), one per session. Its files live in a
+    directory of its own: pytest prunes old base temp directories, including those
+    of another session still running beside this one."""
+    plane = control_plane_or_skip()
+    yield plane
+    plane.stop()
+    shutil.rmtree(plane.directory, ignore_errors=True)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, settings, tmp_path, portal_rules):
+    """The demo cluster, on kubesim or on the real control plane, with
+    authentication and RBAC on and the portal (this process and the workers)
+    talking to it as deploy/'s ServiceAccount holding deploy/'s ClusterRole: what
+    passes here passes on a cluster that enforces it."""
+    account, role, binding = deployed()
+    meta = account["metadata"]
+    if request.param == "kubesim":
+        # kubectl sends no credentials over plain HTTP: its tests mark themselves kubesim_tls.
+        tls = request.node.get_closest_marker("kubesim_tls") is not None
+        context = running_kubesim(auth=True, tls=tls)
+        cluster_backend = KubesimBackend(context.__enter__())
+    else:
+        context = None
+        cluster_backend = KubernetesBackend(request.getfixturevalue("control_plane"), tmp_path)
+    try:
+        admin = kube.Cluster(kube.load_configuration(cluster_backend.admin_kubeconfig), timeout=10)
+        if cluster_backend.name == "kubernetes":
+            admin.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": meta["namespace"]}},
+                field_manager="tests",
+            )
+            admin.call(
+                "PATCH",
+                f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{meta['name']}",
+                query={"fieldManager": "tests"},
+                body=account,
+                content_type=kube.APPLY_PATCH,
+            )
+        rbac = "/apis/rbac.authorization.k8s.io/v1"
+        for plural, obj in (
+            ("clusterroles", {**role, "rules": portal_rules}),
+            ("clusterrolebindings", binding),
+        ):
+            admin.call(
+                "PATCH",
+                f"{rbac}/{plural}/{obj['metadata']['name']}",
+                query={"fieldManager": "tests", "force": "true"},
+                body=obj,
+                content_type=kube.APPLY_PATCH,
+            )
+        admin.close()
+        token = cluster_backend.service_account_token(meta["namespace"], meta["name"])
+        path = cluster_backend.portal_kubeconfig(token, tmp_path / "portal.kubeconfig")
+        cluster_backend.clear_requests()  # the tests count the portal's requests
+        settings.PORTAL_KUBECONFIG = path
+        settings.PORTAL_KUBE_CONTEXT = None
+        kube.reset()
+        cluster_backend.kubeconfig = path  # what the workers are given
+        cluster_backend.portal_user = f"system:serviceaccount:{meta['namespace']}:{meta['name']}"
+        yield cluster_backend
+    finally:
+        kube.reset()
+        if context is not None:
+            context.__exit__(None, None, None)
+        else:
+            cluster_backend.reset(keep_namespaces={meta["namespace"]})
+
+
+@pytest.fixture
+def cluster(backend):
+    """A cluster admin's client (not the portal's), for looking at and tampering
+    with the cluster."""
+    admin = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
+    yield admin
+    admin.close()

@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
-from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer
-from tests.provisioning.conftest import (  # noqa: F401 (the cluster backends, for every test)
+from tests.clusters import (  # noqa: F401 (the cluster backends, for every test, defined once)
     backend,
     cluster,
     control_plane,
     portal_rules,
 )
+from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer
 
 
 @pytest.fixture
@@ -98,6 +98,26 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    _order_for_workers(items)
+
+
+# The long walks (minutes each, one a persona) that go first, each alone, under
+# `make test`'s `pytest -n 3 --dist loadgroup --no-loadscope-reorder`: started
+# last, they would end the run alone on one worker.
+SPREAD_FIRST = ("tests/edge/test_web_fuzzer.py::", "tests/api/test_schemathesis.py::")
+
+
+def _order_for_workers(items):
+    """The long walks first, then every other module's tests together (one worker
+    makes its module fixtures once), the modules with most tests first."""
+    first = [item for item in items if item.nodeid.startswith(SPREAD_FIRST)]
+    modules = {}
+    for item in items:
+        if not item.nodeid.startswith(SPREAD_FIRST):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+            modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    rest = sorted(modules.values(), key=len, reverse=True)
+    items[:] = first + [item for module in rest for item in module]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -12,8 +12,6 @@ from gpu_requests.models import Membership, Team
 from tests.factories import UserFactory, make_reviewer
 from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
     ROOT,
-    backend,
-    cluster,
     demo_flavors,
     eager,
     redis_url,
@@ -132,7 +130,7 @@ def beat(workers, tmp_path):  # noqa: F811 (imported fixtures)
 
 
 @pytest.fixture
-def sim_clock(backend, settings):  # noqa: F811 (imported fixtures)
+def sim_clock(backend, settings):
     """The portal on kubesim's clock, in this process (and its live server)."""
     settings.PORTAL_CLOCK = "kubesim"
     settings.PORTAL_CLOCK_REFRESH = 1

@@ -10,8 +10,6 @@ from batch import cluster as batch_cluster
 from batch.models import BatchJob
 from billing.models import TeamUsage
 from tests.batch.conftest import (  # noqa: F401 (fixtures)
-    backend,
-    cluster,
     demo_flavors,
     eager,
     open_now,
@@ -27,8 +25,8 @@ pytestmark = pytest.mark.prometheus
 def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
     setup,  # noqa: F811
     demo_flavors,  # noqa: F811
-    cluster,  # noqa: F811
-    backend,  # noqa: F811
+    cluster,
+    backend,
     settings,
     tmp_path,
 ):

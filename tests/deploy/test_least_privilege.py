@@ -35,12 +35,10 @@ from provisioning.models import TeamSync
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
 from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
+from tests.clusters import deployed
 from tests.factories import submit
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
-    backend,
-    cluster,
     demo_flavors,
-    deployed,
     eager,
 )
 from tests.waiting import wait_for

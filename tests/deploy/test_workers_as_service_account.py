@@ -19,8 +19,6 @@ from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
 from tests.factories import TeamFactory
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
-    backend,
-    cluster,
     demo_flavors,
     redis_url,
     workers,

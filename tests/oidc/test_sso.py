@@ -4,6 +4,7 @@ login, the groups claim mapped to teams and the admin role (again at the next
 login), logout at the provider too, and local accounts turned off."""
 
 import copy
+import fcntl
 import json
 import os
 import shutil
@@ -35,18 +36,20 @@ def free_port():
 
 
 def node_modules():
-    """Install the provider from its lockfile, once (the npm registry is reachable)."""
-    if (PROVIDER_DIR / "node_modules" / "oidc-provider").exists():
-        return
+    """Install the provider from its lockfile, once (the npm registry is reachable);
+    test processes running side by side (pytest -n) take turns."""
     npm = shutil.which("npm")
     if npm is None:
         message = "npm is missing (apt-get install nodejs npm)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund"], cwd=PROVIDER_DIR, check=True, timeout=300
-    )
+    with open(PROVIDER_DIR / "package-lock.json") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (PROVIDER_DIR / "node_modules" / "oidc-provider").exists():
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"], cwd=PROVIDER_DIR, check=True, timeout=300
+            )
 
 
 class Provider:

@@ -4,8 +4,6 @@ the broker and the cluster answer, naming the one that does not."""
 import pytest
 from django.test import Client
 
-from tests.provisioning.conftest import backend  # noqa: F401 - a fixture
-
 
 def test_healthz_needs_nothing_but_the_process():
     response = Client().get("/healthz")
@@ -13,14 +11,14 @@ def test_healthz_needs_nothing_but_the_process():
     assert response.json() == {"status": "ok"}
 
 
-def test_readyz_is_ready_when_everything_answers(transactional_db, backend):  # noqa: F811
+def test_readyz_is_ready_when_everything_answers(transactional_db, backend):
     response = Client().get("/readyz")
     assert response.status_code == 200, response.json()
     assert response.json()["checks"] == {"database": "ok", "broker": "ok", "cluster": "ok"}
 
 
 @pytest.mark.kubesim_only("it stops the cluster, which the real backend shares across tests")
-def test_readyz_names_the_cluster_when_it_is_gone(transactional_db, backend, settings):  # noqa: F811
+def test_readyz_names_the_cluster_when_it_is_gone(transactional_db, backend, settings):
     backend.sim.stop()
     response = Client().get("/readyz")
     assert response.status_code == 503

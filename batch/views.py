@@ -8,8 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError as FilterError
 
 from batch import actions, calendar
@@ -19,7 +19,7 @@ from batch.forms import BatchJobForm
 from batch.models import BatchJob, BatchWindow
 from cluster import clock
 from gpu_requests import actions as quota_actions
-from gpu_requests import inputs
+from gpu_requests import formats, inputs
 from gpu_requests.forms import ReasonForm
 
 
@@ -36,7 +36,8 @@ def calendar_view(request):
     now = clock.now()
     ends_at = now + actions.horizon()
     weeks = max(actions.horizon().days // 7, 1)
-    shown = inputs.whole_number(request.GET.get("week", "0"), maximum=weeks - 1) or 0
+    # Past the horizon: its last week (a link kept from yesterday); not a number: the first.
+    shown = min(inputs.whole_number(request.GET.get("week", "0")) or 0, weeks - 1)
     windows = actions.windows_with_occurrences(now, ends_at)
     reviewer = quota_actions.can_review(request.user)
     team_ids = [] if reviewer else [t.pk for t in quota_actions.teams_for(request.user)]
@@ -131,10 +132,12 @@ def job_detail(request, pk):
     return render(request, "batch/job_detail.html", context)
 
 
-@require_POST
 @login_required
 def job_cancel(request, pk):
+    """GET: the confirmation page (templates/confirm.html); POST: cancel."""
     job = _get_job_for_user(request.user, pk)
+    if request.method != "POST":
+        return _confirm_cancel(request, job)
     form = ReasonForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(form.errors["reason"]))
@@ -151,3 +154,36 @@ def job_cancel(request, pk):
             done += " Its Job is deleted from the cluster; the GPU-time it held so far is charged."
         messages.success(request, done)
     return redirect("batch_job_detail", pk=job.pk)
+
+
+def _confirm_cancel(request, job):
+    if not actions.can_cancel(request.user, job):
+        raise PermissionDenied(
+            "Only the submitter, a team manager or an admin can cancel this job."
+        )
+    if not job.can_cancel:
+        status = job.get_status_display().lower()
+        messages.error(request, f"Batch job #{job.pk} is {status}: there is nothing to cancel.")
+        return redirect("batch_job_detail", pk=job.pk)
+    explanation = "It leaves the plan; submit it again to run it later."
+    button = "Cancel job"
+    if job.status in BatchJob.HOLDING:
+        actual = actions.actual(job, clock.now())
+        explanation = (
+            f"Its Job {job_namespace(job.team)}/{job.kubernetes_name} is deleted from the "
+            "cluster and its pods stop."
+        )
+        if actual:
+            explanation += (
+                f" The GPU time it held so far is charged: {actual['gpu_hours']:.2f} "
+                f"GPU-hours, {formats.money(actual['cost'])} by now."
+            )
+        button = "Stop and cancel job"
+    context = {
+        "title": f"Cancel batch job #{job.pk} ({job.name})?",
+        "explanation": explanation,
+        "button": button,
+        "reason": "",
+        "back": reverse("batch_job_detail", args=[job.pk]),
+    }
+    return render(request, "confirm.html", context)

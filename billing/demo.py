@@ -31,7 +31,7 @@ HISTORY_DAYS = 30
 HISTORY_STEP = 1800
 # The families billing reads (kubesim writes only these to the history).
 HISTORY_METRICS = (
-    "kube_pod_container_resource_requests|kube_pod_status_phase|kube_pod_owner|"
+    "kube_pod_container_resource_requests|kube_pod_status_phase|kube_pod_owner|kube_pod_start_time|"
     "kube_node_labels|kube_node_status_allocatable|DCGM_FI_PROF_GR_ENGINE_ACTIVE|"
     "DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_XID_ERRORS"
 )
@@ -44,7 +44,10 @@ def demo_workload(days, start=None, end=None):
     """What the demo teams ran, each with its habits: vision trains well (long jobs
     keeping their H100s busy); nlp leaves A100 notebooks up through the nights (busy
     9-18 UTC) and idle through the weekends, next to a steady MIG fine-tune and bursty
-    evaluations on L4. (speech holds quota it does not use: seed_demo's request.)"""
+    evaluations on L4. (speech holds quota it does not use: seed_demo's request.)
+    And what a month brings: XIDs (one that kills a training run mid-month, two in the
+    last day for the GPU health page) and two spot reclaims of the L4 nodes nlp's
+    evaluations run on."""
     daily = {"every": "1d", "count": days}
     weeks = {"every": "7d", "count": days // 7 + 2}
     # Hours from `start` (a UTC midnight) to its next Monday and Saturday.
@@ -72,12 +75,72 @@ def demo_workload(days, start=None, end=None):
              "start": "+12h", "duration": "6h", "profile": "bursty", "util": 70,
              "repeat": daily},
     ]  # fmt: skip
+    last, mid = hours, days // 2 * 24  # hours from `start`: the end, the middle day
+    incidents = [
+        # Double-bit ECC at 11:10 on an H100 vision trains on (08-18): the run is lost
+        # (credited) and the GPU out of service from then on.
+        (mid + 11 + 1 / 6, {"xid": 48, "node": "gpu-h100-0", "gpu": 2}),
+        # The L4 spot nodes go during nlp's evaluations (12-18), back hours later.
+        (9 * 24 + 14, {"reclaim": "gpu-l4-0", "returnsAfter": "3h"}),
+        (20 * 24 + 15, {"reclaim": "gpu-l4-1", "returnsAfter": "1h"}),
+        # The last day, on the GPU health page: an application's fault, and an A100
+        # (where nlp's notebooks live) fallen off the bus five hours ago.
+        (last - 20, {"xid": 13, "node": "gpu-h100-0", "gpu": 1}),
+        (last - 5, {"xid": 79, "node": "gpu-a100-0", "gpu": 0}),
+    ]
     return {
         "threshold": 0.05,
         "namespaces": [{"name": "vision", "team": "vision"}, {"name": "nlp", "team": "nlp"}],
         # A few days' history may end before the first Monday or Saturday comes.
         "workloads": [w for w in workloads if int(w["start"][1:-1]) < hours],
+        "incidents": [
+            {"at": f"+{round(at * 60)}m", **incident}
+            for at, incident in incidents
+            if 0 <= at < hours
+        ],
     }
+
+
+GRAFANA_DASHBOARD = Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "gpu-idle.json"
+
+
+def grafana_provisioning(var_dir, prometheus_url):
+    """Files for a Grafana to provision from (docs/billing.md, "Grafana"): the idle
+    dashboard (deploy/grafana's, with the demo's exporter labels chosen) and the demo's
+    Prometheus as its data source. The demo starts no Grafana; returns the directory
+    to give one as its provisioning path."""
+    root = Path(var_dir) / "grafana"
+    provisioning = root / "provisioning"
+    for directory in (
+        root / "dashboards",
+        provisioning / "dashboards",
+        provisioning / "datasources",
+    ):
+        directory.mkdir(parents=True, exist_ok=True)
+    dashboard = json.loads(GRAFANA_DASHBOARD.read_text())
+    for variable in dashboard["templating"]["list"]:
+        if variable["name"] in ("namespace_label", "pod_label"):
+            label = "exported_" + variable["name"].removesuffix("_label")
+            variable["current"] = {"text": label, "value": label}
+    (root / "dashboards" / GRAFANA_DASHBOARD.name).write_text(json.dumps(dashboard, indent=2))
+    (provisioning / "dashboards" / "gpu-portal.yaml").write_text(
+        "apiVersion: 1\n"
+        "providers:\n"
+        "  - name: gpu-portal\n"
+        "    folder: GPU portal\n"
+        "    type: file\n"
+        f"    options: {{path: {json.dumps(str(root / 'dashboards'))}}}\n"
+    )
+    (provisioning / "datasources" / "gpu-portal.yaml").write_text(
+        "apiVersion: 1\n"
+        "datasources:\n"
+        "  - name: GPU portal demo\n"
+        "    type: prometheus\n"
+        "    access: proxy\n"
+        f"    url: {prometheus_url}\n"
+        "    isDefault: true\n"
+    )
+    return provisioning
 
 
 def prometheus_config(var_dir, kubesim_port, scrape=None):
@@ -244,6 +307,14 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable, *, scrap
         "PORTAL_BILLING_HOURS_PER_RUN": "200",
         "PORTAL_BILLING_HOLD_FILE": str(hold),
     }
+    provisioning = grafana_provisioning(var_dir, env["PORTAL_PROMETHEUS_URL"])
+    lines.append(
+        f"            Grafana: the idle dashboard and this Prometheus, provisioned from "
+        f"{provisioning}"
+    )
+    lines.append(
+        f"            (GF_PATHS_PROVISIONING={provisioning} grafana server; docs/billing.md)"
+    )
     background = None
     if (var_dir / HISTORY_LOADED).exists():
         hold.unlink(missing_ok=True)  # left by a run stopped while it loaded

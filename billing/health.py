@@ -35,7 +35,7 @@ def meaning(code):
 
 def xid_events(hours=24, at=None):
     """[{node, gpu, instance, code, meaning, drain, namespace, pod}] seen in the
-    last `hours`, one per device and pod hit. One instant query."""
+    last `hours`, one per device, XID and pod hit. One instant query."""
     pod = settings.PORTAL_BILLING_LABEL_POD
     namespace = settings.PORTAL_BILLING_LABEL_NAMESPACE
     hostname = settings.PORTAL_BILLING_LABEL_HOSTNAME
@@ -58,4 +58,12 @@ def xid_events(hours=24, at=None):
                 "pod": labels.get(pod, ""),
             }
         )
+    # After the pod it hit has gone, the exporter goes on with the device's series
+    # without pod labels: the same XID once more, unnamed. Name it once.
+    named = {_device_code(e) for e in events if e["pod"]}
+    events = [e for e in events if e["pod"] or _device_code(e) not in named]
     return sorted(events, key=lambda e: (not e["drain"], e["node"], e["gpu"], e["pod"]))
+
+
+def _device_code(event):
+    return event["node"], event["gpu"], event["instance"], event["code"]

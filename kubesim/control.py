@@ -500,16 +500,11 @@ class ControlPlane:
             devices = [d for d in cluster.node_devices(node) if d.gpu == gpu]
             if not devices:
                 raise NotFound(message=f'node "{name}" has no GPU {gpu}')
-            was_healthy = gpu not in xid.unhealthy_gpus(node)
+            allocatable = xid.allocatable_after(node, devices, code)
             node["metadata"]["annotations"] = xid.with_event(node, gpu, code, format_time(now))
             node = self.store.update("nodes", None, node)
-            healthy = code in xid.APPLICATION_XIDS
-            if was_healthy and not healthy:
+            if allocatable is not None:
                 status = node["status"]
-                allocatable = dict(status.get("allocatable") or {})
-                for device in devices:
-                    left = int(allocatable.get(device.resource, "0")) - 1
-                    allocatable[device.resource] = str(max(left, 0))
                 node = self.store.update(
                     "nodes",
                     None,

@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 
 import yaml
 
-from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler
+from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler, xid
+from kubesim import nodes as lifecycle
 from kubesim.clock import format_time
 from kubesim.exposition import go_float, scraped, series_key
 
@@ -47,6 +48,12 @@ MANAGED_BY = "gpu-portal"  # the portal's labels (provisioning/manifests.py)
 TEAM_LABEL = "gpu-portal.io/team"
 BUSY_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 KSM_INSTANCE = "kube-state-metrics:8080"
+SPOT_LABEL = ("karpenter.sh/capacity-type", "spot")  # what the cluster file gives spot pools
+RECLAIM_GRACE = 120.0  # a reclaimed node goes this long after its notice (kubesim.control's)
+EVICTION_GRACE = 30.0  # an evicted pod is deleted after its terminationGracePeriodSeconds
+# The application's next CUDA call fails and its container exits: a scrape in between
+# sees the XID on the pod's GPU with the pod still holding it (what names the job hit).
+XID_CRASH_AFTER = 30.0
 ANSWER_FIELDS = [
     "hour",
     "namespace",
@@ -164,6 +171,20 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class Incident:
+    """A moment of the period: the driver reports XID `xid` on GPU `gpu` of `node`, or
+    the cloud reclaims the spot node `node` (its replacement joins `returns_after` after
+    it goes, or never)."""
+
+    at: float
+    where: str  # "incidents[3]": errors found while playing name it
+    node: str
+    xid: int | None = None
+    gpu: int | None = None
+    returns_after: float | None = None
+
+
+@dataclass(frozen=True)
 class Entry:
     """One line of `workloads`: a pod (or a Job's pod) that may repeat."""
 
@@ -205,6 +226,7 @@ class Workload:
     namespaces: dict[str, dict]  # name -> {"labels", "quota"}
     entries: list[Entry]
     gaps: list[Gap]
+    incidents: list[Incident] = field(default_factory=list)
 
     def runs(self) -> Iterator[Run]:
         """Every run of every entry, in start order (lazily: 180 days of daily jobs for
@@ -226,7 +248,8 @@ def load_workload(path: str, origin: float, end: float) -> Workload:
 def parse_workload(data, origin: float, end: float) -> Workload:
     if not isinstance(data, dict):
         raise HistoryError("workload file: expected a mapping with namespaces and workloads")
-    unknown = set(data) - {"threshold", "retainFinished", "namespaces", "workloads", "scrapeGaps"}
+    known = {"threshold", "retainFinished", "namespaces", "workloads", "scrapeGaps", "incidents"}
+    unknown = set(data) - known
     if unknown:
         raise HistoryError(f"workload file: unknown keys {sorted(unknown)}")
     threshold = data.get("threshold", 0.05)
@@ -280,7 +303,35 @@ def parse_workload(data, origin: float, end: float) -> Workload:
         if node is not None and not isinstance(node, str):
             raise HistoryError(f"{where}.node: expected a node name, got {node!r}")
         gaps.append(Gap(start, stop, job, node))
-    return Workload(threshold, retain, namespaces, entries, gaps)
+    incidents = [
+        _incident(f"incidents[{i}]", item, origin, end)
+        for i, item in enumerate(_list(data.get("incidents"), "incidents"))
+    ]
+    return Workload(threshold, retain, namespaces, entries, gaps, incidents)
+
+
+def _incident(where: str, item, origin: float, end: float) -> Incident:
+    if not isinstance(item, dict) or ("xid" in item) == ("reclaim" in item):
+        raise HistoryError(
+            f"{where}: expected {{at, xid, node, gpu}} or {{at, reclaim: NODE}}, got {item!r}"
+        )
+    at = _moment_or_offset(item.get("at"), f"{where}.at", origin)
+    if not origin <= at < end:
+        raise HistoryError(f"{where}.at: must fall within --from/--to")
+    if "reclaim" in item:
+        unknown = set(item) - {"at", "reclaim", "returnsAfter"}
+        if unknown:
+            raise HistoryError(f"{where}: unknown keys {sorted(unknown)}")
+        returns = item.get("returnsAfter")
+        returns = None if returns is None else parse_seconds(returns, f"{where}.returnsAfter")
+        node = _name(item["reclaim"], f"{where}.reclaim")
+        return Incident(at, where, node, returns_after=returns)
+    unknown = set(item) - {"at", "xid", "node", "gpu"}
+    if unknown:
+        raise HistoryError(f"{where}: unknown keys {sorted(unknown)}")
+    code = _integer(item["xid"], f"{where}.xid", 1, 999)
+    gpu = _integer(item.get("gpu"), f"{where}.gpu", 0, 63)
+    return Incident(at, where, _name(item.get("node"), f"{where}.node"), xid=code, gpu=gpu)
 
 
 def _list(value, what: str) -> list:
@@ -433,6 +484,10 @@ class Live:
     started: float | None = None
     ends: float | None = None
     gone: float | None = None  # when the objects are deleted
+    # Cut short by an incident: its status then (pod, time) -> status, and how long the
+    # pod stays listed after.
+    ending: object = None
+    kept: float | None = None
 
 
 def _new_live(run: Run, namespace_labels: dict, at: float) -> Live:
@@ -489,22 +544,54 @@ def _sync_job(live: Live, at: float) -> None:
 
 class Cluster:
     """Nodes and their free devices; places pods as the scheduler would (first node by
-    name that matches the selector and has enough free devices, lowest index first)."""
+    name that matches the selector, is not cordoned and has enough free healthy devices,
+    lowest index first)."""
 
-    def __init__(self, nodes: list[dict]):
-        self.nodes = sorted(nodes, key=lambda n: n["metadata"]["name"])
-        self.devices = {n["metadata"]["name"]: cluster.node_devices(n) for n in self.nodes}
-        self.physical = {name: dcgm.physical_devices(d) for name, d in self.devices.items()}
+    def __init__(self, nodes: list[dict], boot: float):
+        self.nodes: list[dict] = []
+        self.devices: dict[str, list] = {}
+        self.physical: dict[str, list] = {}
+        self.boot: dict[str, float] = {}  # node -> when it booted (DCGM's energy counter)
         self.taken: set[str] = set()
+        self.unhealthy: set[str] = set()  # device keys the device plugin reports unhealthy
+        self.cordoned: set[str] = set()
+        self.gone: set[str] = set()  # reclaimed node names: never used again
+        self.last_xid: dict[tuple, int] = {}  # (node, gpu) -> DCGM_FI_DEV_XID_ERRORS
+        for node in nodes:
+            self.add(node, boot)
+
+    def node(self, name: str) -> dict | None:
+        return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
+
+    def add(self, node: dict, boot: float) -> None:
+        name = node["metadata"]["name"]
+        self.nodes = sorted([*self.nodes, node], key=lambda n: n["metadata"]["name"])
+        self.devices[name] = cluster.node_devices(node)
+        self.physical[name] = dcgm.physical_devices(self.devices[name])
+        self.boot[name] = boot
+
+    def replace(self, node: dict) -> None:
+        """The same node with new annotations or status (a new object: cached rows go)."""
+        name = node["metadata"]["name"]
+        self.nodes = [node if n["metadata"]["name"] == name else n for n in self.nodes]
+
+    def remove(self, name: str) -> None:
+        self.nodes = [n for n in self.nodes if n["metadata"]["name"] != name]
+        self.cordoned.discard(name)
+        self.gone.add(name)
 
     def place(self, pod: dict, resource: str, gpus: int):
         for node in self.nodes:
+            if node["metadata"]["name"] in self.cordoned:
+                continue
             if not scheduler.matches_node_selector(pod, node):
                 continue
             free = [
                 d
                 for d in self.devices[node["metadata"]["name"]]
-                if d.resource == resource and d.key not in self.taken
+                if d.resource == resource
+                and d.key not in self.taken
+                and d.key not in self.unhealthy
             ]
             if len(free) >= gpus:
                 chosen = free[:gpus]
@@ -590,7 +677,7 @@ class History:
         dcgm_honor_labels: bool = False,
         selected=lambda family: True,
     ):
-        self.cluster = Cluster(nodes)
+        self.cluster = Cluster(nodes, start)
         self.dcgm_fields = [f for f in dcgm.FIELDS if selected(f.family.name)]
         self.ksm_families = {f.name for f in ksm.FAMILIES if selected(f.name)}
         # The labels the documented scrape config gives each series (docs/kubesim.md).
@@ -618,7 +705,12 @@ class History:
         self._ksm: dict[str, list[str]] = {}
         self._ksm_cache: dict[int, tuple] = {}  # id(object) -> (object, rows)
         self._quota_cache: dict[str, dict] = {}
-        self._idle_prefixes: dict[str, dict[str, str]] = {}  # device key -> prefixes
+        self._idle_prefixes: dict = {}  # device key, or (key, XID) after one -> prefixes
+        # What happens to nodes, in time order: (when, order, action, arguments).
+        self.timeline: list[tuple] = []
+        self._order = 0
+        for incident in workload.incidents:
+            self._due(incident.at, self._xid if incident.xid else self._reclaim, incident)
 
     # -- state changes --
 
@@ -655,15 +747,115 @@ class History:
     def _finish(self, at: float) -> None:
         for key, live in list(self.live.items()):
             if live.ends is not None and live.gone is None and at >= live.ends:
-                status = kubelet.next_status(live.pod, _when(live.ends))
-                live.pod = {**live.pod, "status": status}
+                ending = live.ending or kubelet.next_status
+                live.pod = {**live.pod, "status": ending(live.pod, _when(live.ends))}
                 _sync_job(live, live.ends)
                 self.cluster.release(live.devices)
-                live.gone = live.ends + self.workload.retain
+                live.gone = live.ends + (self.workload.retain if live.kept is None else live.kept)
                 self._changed(key[0])
             if live.gone is not None and at >= live.gone:
                 del self.live[key]
                 self._changed(key[0])
+
+    # -- incidents: XIDs and spot reclaims, as kubesim.control plays them live --
+
+    def _due(self, when: float, action, *args) -> None:
+        self._order += 1
+        heapq.heappush(self.timeline, (when, self._order, action, args))
+
+    def _happen(self, at: float) -> None:
+        while self.timeline and self.timeline[0][0] <= at:
+            when, _, action, args = heapq.heappop(self.timeline)
+            action(when, *args)
+
+    def _node_at(self, incident: Incident, when: float) -> dict:
+        node = self.cluster.node(incident.node)
+        if node is None:
+            gone = "was reclaimed before" if incident.node in self.cluster.gone else "is not in"
+            raise HistoryError(
+                f"{incident.where}: node {incident.node!r} {gone} the cluster at "
+                f"{format_time(_when(when))}"
+            )
+        return node
+
+    def _running_on(self, name: str, when: float) -> list[Live]:
+        return [
+            live
+            for live in self.live.values()
+            if live.node is not None
+            and live.node["metadata"]["name"] == name
+            and live.started is not None
+            and when < live.ends
+        ]
+
+    def _cut_short(self, live: Live, when: float, ending, kept: float | None) -> None:
+        live.ends, live.ending, live.kept = when, ending, kept
+
+    def _xid(self, when: float, incident: Incident) -> None:
+        """The driver reports an XID: the pod on that GPU crashes XID_CRASH_AFTER later;
+        unless the XID is the application's, the GPU turns unhealthy (the node's
+        allocatable drops, nothing is placed on it again)."""
+        node = self._node_at(incident, when)
+        name, gpu, code = incident.node, incident.gpu, incident.xid
+        devices = [d for d in self.cluster.devices[name] if d.gpu == gpu]
+        if not devices:
+            raise HistoryError(f"{incident.where}.gpu: node {name!r} has no GPU {gpu}")
+        allocatable = xid.allocatable_after(node, devices, code)
+        metadata = {
+            **node["metadata"],
+            "annotations": xid.with_event(node, gpu, code, format_time(_when(when))),
+        }
+        status = (
+            node["status"]
+            if allocatable is None
+            else {**node["status"], "allocatable": allocatable}
+        )
+        if allocatable is not None:
+            self.cluster.unhealthy.update(d.key for d in devices)
+        self.cluster.replace({**node, "metadata": metadata, "status": status})
+        self.cluster.last_xid[(name, gpu)] = code
+        keys = {d.key for d in devices}
+        for live in self._running_on(name, when):
+            if keys.intersection(d.key for d in live.devices):
+                crash = min(when + XID_CRASH_AFTER, live.ends)
+                self._cut_short(live, crash, lambda pod, t: kubelet.killed_status(pod, t, 1), None)
+        self.ksm_dirty = True
+
+    def _reclaim(self, when: float, incident: Incident) -> None:
+        """A spot interruption, as an interruption handler drains it: the node is cordoned
+        and its pods evicted (DisruptionTarget), the node goes RECLAIM_GRACE later."""
+        node = self._node_at(incident, when)
+        key, value = SPOT_LABEL
+        if node["metadata"].get("labels", {}).get(key) != value:
+            raise HistoryError(f"{incident.where}.reclaim: {incident.node!r} is not a spot node")
+        self.cluster.cordoned.add(incident.node)
+
+        def evicted(pod, t):
+            return kubelet.disrupted_status(pod, t, "EvictionByEvictionAPI")
+
+        for live in self._running_on(incident.node, when):
+            self._cut_short(live, when, evicted, EVICTION_GRACE)
+        self._due(when + RECLAIM_GRACE, self._node_gone, incident)
+
+    def _node_gone(self, when: float, incident: Incident) -> None:
+        old = self.cluster.node(incident.node)
+        self.cluster.remove(incident.node)
+        for live in self.live.values():  # PodGC: pods of a node that no longer exists
+            if live.node is not None and live.node["metadata"]["name"] == incident.node:
+                live.gone = min(live.gone if live.gone is not None else when, when)
+        self.ksm_dirty = True
+        if incident.returns_after is not None:
+            self._due(when + incident.returns_after, self._join, old)
+
+    def _join(self, when: float, old: dict) -> None:
+        """A new machine in the reclaimed node's pool: a new name, new GPU UUIDs."""
+        taken = {n["metadata"]["name"] for n in self.cluster.nodes} | self.cluster.gone
+        name = lifecycle.replacement_name(old["metadata"]["name"], taken)
+        node = lifecycle.replacement_node(old, name, format_time(_when(when)))
+        node["metadata"].update(creationTimestamp=format_time(_when(when)), uid=_uid("node", name))
+        self.cluster.add(node, when)
+        self.dcgm_targets = dcgm.target_labels(self.cluster.nodes, KSM_INSTANCE)
+        self.ksm_dirty = True
 
     # -- kube-state-metrics --
 
@@ -724,20 +916,21 @@ class History:
 
     # -- DCGM --
 
-    def _prefixes(self, device, live: Live | None) -> dict[str, str]:
-        """`NAME{labels} ` per DCGM family for a device and its holder, made once."""
+    def _prefixes(self, device, live: Live | None, code: int) -> dict[str, str]:
+        """`NAME{labels} ` per DCGM family for a device, its holder and its GPU's last XID
+        (DCGM_FI_DEV_XID_ERRORS names it in labels), made once."""
         cache = live.prefixes if live else self._idle_prefixes
-        prefixes = cache.get(device.key)
+        key = (device.key, code) if code else device.key  # no tuple in the common case
+        prefixes = cache.get(key)
         if prefixes is None:
             labels = dcgm.device_labels(device, live.pod if live else None)
             target, honor = self.dcgm_targets[device.node], self.dcgm_honor_labels
             prefixes = {}
             for f in dcgm.FIELDS:
                 name = f.family.name
-                # History has no XIDs: every GPU's last XID is 0.
-                stored = scraped(dcgm.family_labels(name, labels, 0), target, honor)
+                stored = scraped(dcgm.family_labels(name, labels, code), target, honor)
                 prefixes[name] = series_key(name, stored) + " "
-            cache[device.key] = prefixes
+            cache[key] = prefixes
         return prefixes
 
     def _usage(self, live: Live) -> Usage:
@@ -758,6 +951,7 @@ class History:
             while upcoming is not None and upcoming.start <= at:
                 self._admit(upcoming, at)
                 upcoming = next(runs, None)
+            self._happen(at)
             self._finish(at)
             self._schedule(at)
             if int(at // 3600) != hour:
@@ -793,6 +987,7 @@ class History:
         threshold = self.threshold
         fields = [(f, f.family.name, f.integer) for f in self.dcgm_fields]
         out: dict[str, list[str]] = {name: [] for _, name, _ in fields}
+        last_xid, boot = self.cluster.last_xid, self.cluster.boot
         for node in self.cluster.nodes:
             name = node["metadata"]["name"]
             observed = not any(gap.covers("dcgm", name, at) for gap in self.workload.gaps)
@@ -803,9 +998,10 @@ class History:
                         self._usage(live).unobserved += _replicas(live, keys)
                     continue
                 loads = [(live.run.entry.load, live.started) for live in lives]
-                values = dcgm.sample(device, loads, at, 0, self.meter, self.start)
+                code = last_xid.get((name, device.gpu), 0) if last_xid else 0
+                values = dcgm.sample(device, loads, at, code, self.meter, boot[name])
                 for live in lives or [None]:
-                    prefixes = self._prefixes(device, live)
+                    prefixes = self._prefixes(device, live, code)
                     for _, family, integer in fields:
                         value = values[family]
                         text = str(int(value)) if integer else f"{value:f}"  # dcgm.format_value

@@ -96,3 +96,17 @@ def recent_counts(node: dict, gpu: int, now: datetime) -> Counter:
         for e in events(node)
         if e.get("gpu") == gpu and since <= parse_time(e["time"]) <= now
     )
+
+
+def allocatable_after(node: dict, devices: list, code: int) -> dict | None:
+    """The node's allocatable once the device plugin has seen XID `code` on the GPU
+    these `devices` are on (the GPU or its MIG instances): one fewer of each, unless the
+    XID is the application's or the GPU was unhealthy already (None: unchanged). Read
+    before the event is recorded on the node."""
+    if code in APPLICATION_XIDS or not devices or devices[0].gpu in unhealthy_gpus(node):
+        return None
+    allocatable = dict((node.get("status") or {}).get("allocatable") or {})
+    for device in devices:
+        left = int(allocatable.get(device.resource, "0")) - 1
+        allocatable[device.resource] = str(max(left, 0))
+    return allocatable

@@ -289,11 +289,16 @@ def test_cancelling_a_running_job_deletes_it_and_charges_the_time_so_far(
     with time_machine.travel(job.started_at + timedelta(minutes=20), tick=False):
         running = client.get(f"/batch/jobs/{job.pk}/").content.decode()
         listed = client.get("/batch/jobs/").content.decode()
+        confirm = client.get(f"/batch/jobs/{job.pk}/cancel/").content.decode()
         response = client.post(f"/batch/jobs/{job.pk}/cancel/", follow=True)
     actual = running.split('id="actual">')[1].split("</dd>")[0]
     # 2/3 GPU-hour at 2.00 x the window's 0.5; the estimate was for 30 min: 1.00.
     assert "0.67 USD" in actual and "20 min so far" in actual
-    assert "Stop and cancel job" in running
+    assert "Stop and cancel job…" in running
+    # Asked first: what goes, and what it costs so far.
+    assert f"Its Job vision/batch-{job.pk} is deleted from the cluster" in confirm
+    assert "charged: 0.67 GPU-hours, 0.67 USD by now" in confirm
+    assert "Stop and cancel job</button>" in confirm
     assert "1.00 USD" in listed and "0.67 USD" in listed and "20 min so far" in listed
     assert b"the GPU-time it held so far is charged" in response.content
 

@@ -99,19 +99,35 @@ def test_other_teams_cannot_see_or_cancel(client, ready, vision, h100, bob):
     job = BatchJob.objects.get()
     client.force_login(bob)
     assert client.get(f"/batch/jobs/{job.pk}/").status_code == 404
+    assert client.get(f"/batch/jobs/{job.pk}/cancel/").status_code == 404
     assert client.post(f"/batch/jobs/{job.pk}/cancel/").status_code == 404
     assert b"embed" not in client.get("/batch/jobs/").content
 
 
-def test_cancel_from_the_page(client, ready, vision, h100):
+def test_cancel_from_the_page_asks_first(client, ready, vision, h100):
+    """The page's button is a link to a confirmation (no JavaScript needed), which
+    holds the POST; a finished job has nothing to cancel."""
     client.force_login(ready)
     client.post("/batch/jobs/new/", form_data(team=vision.pk, flavor=h100.pk))
     job = BatchJob.objects.get()
-    assert client.get(f"/batch/jobs/{job.pk}/cancel/").status_code == 405
-    response = client.post(f"/batch/jobs/{job.pk}/cancel/", follow=True)
-    assert b"cancelled" in response.content
+    detail = client.get(f"/batch/jobs/{job.pk}/").content.decode()
+    assert f'href="/batch/jobs/{job.pk}/cancel/">Cancel job…</a>' in detail
+    confirm = client.get(f"/batch/jobs/{job.pk}/cancel/").content.decode()
+    assert f"Cancel batch job #{job.pk} (embed)?" in confirm
+    assert "It leaves the plan" in confirm and 'name="reason"' in confirm
+    assert f'href="/batch/jobs/{job.pk}/">Keep it</a>' in confirm
+    job.refresh_from_db()
+    assert job.status in BatchJob.PLANNABLE  # asking changed nothing
+
+    response = client.post(f"/batch/jobs/{job.pk}/cancel/", {"reason": "wrong shard"}, follow=True)
+    assert f"Batch job #{job.pk} cancelled." in response.content.decode()
     job.refresh_from_db()
     assert job.status == BatchJob.Status.CANCELLED
+    assert job.events.get(action="cancel").reason == "wrong shard"
+
+    again = client.get(f"/batch/jobs/{job.pk}/cancel/", follow=True).content.decode()
+    assert "is cancelled: there is nothing to cancel" in again
+    assert "Cancel job…" not in again
 
 
 def test_batch_pages_and_the_form_speak_the_users_zone(client, ready, vision, h100, admin_user):

@@ -9,8 +9,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
-from billing import demo
+from billing import actions, demo
+from billing.models import TeamUsage
+from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
 from tests.kubesim.test_prometheus import prometheus_binary  # noqa: F401 - a fixture
 from tests.test_demo import free_port
 
@@ -39,6 +42,29 @@ def test_with_prometheus_the_demo_scrapes_kubesim_as_an_operator_would(tmp_path)
     assert not (tmp_path / "history-loading").exists()  # nothing held: metering goes on
     # Live hours at the production step; no history loaded, no history step.
     assert "PORTAL_BILLING_STEP" not in env and "PORTAL_BILLING_HISTORY_STEP" not in env
+
+
+def test_the_demo_writes_grafana_provisioning_and_says_where(tmp_path):
+    """No Grafana here: the demo writes what one provisions from, and prints where."""
+    if shutil.which("prometheus") is None:
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    (tmp_path / demo.HISTORY_LOADED).write_text("")
+    _, _, lines, _ = demo.plan(tmp_path, 8001, 9090)
+    provisioning = tmp_path / "grafana" / "provisioning"
+    assert f"provisioned from {provisioning}" in "\n".join(lines)
+    assert f"GF_PATHS_PROVISIONING={provisioning} grafana server" in "\n".join(lines)
+    provider = yaml.safe_load((provisioning / "dashboards" / "gpu-portal.yaml").read_text())
+    (entry,) = provider["providers"]
+    assert entry["type"] == "file"
+    dashboard = json.loads((Path(entry["options"]["path"]) / "gpu-idle.json").read_text())
+    committed = json.loads(demo.GRAFANA_DASHBOARD.read_text())
+    assert dashboard["uid"] == committed["uid"] and dashboard["panels"] == committed["panels"]
+    chosen = {v["name"]: v.get("current", {}).get("value") for v in dashboard["templating"]["list"]}
+    assert chosen["namespace_label"] == "exported_namespace"
+    assert chosen["pod_label"] == "exported_pod"
+    sources = yaml.safe_load((provisioning / "datasources" / "gpu-portal.yaml").read_text())
+    assert sources["datasources"][0]["url"] == "http://127.0.0.1:9090"
+    assert sources["datasources"][0]["type"] == "prometheus"
 
 
 def test_the_demo_history_loads_into_prometheus_blocks(tmp_path):
@@ -106,20 +132,35 @@ def test_a_short_history_starting_any_day_of_the_week_is_valid(tmp_path, days):
         assert {w["name"] for w in found} >= {"train", "finetune", "eval"}
 
 
-def test_the_demo_teams_have_habits_of_their_own(tmp_path):
-    """vision keeps its H100s busy; nlp's A100 notebooks idle through nights and
-    weekends (as the exact answer of kubesim's history for two weeks says)."""
-    start, end = datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 18, tzinfo=UTC)  # Weds
-    workload = tmp_path / "workload.json"
-    workload.write_text(json.dumps(demo.demo_workload(15, start, end)))
+def demo_history(directory, start, end):
+    """kubesim's history of the demo workload from `start` to `end` as the demo makes
+    it: (the exact answer's rows, the OpenMetrics text)."""
+    days = (end - start).days + 1
+    workload = directory / "workload.json"
+    workload.write_text(json.dumps(demo.demo_workload(days, start, end)))
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
     subprocess.run(
         [sys.executable, "-m", "kubesim", "history", "--cluster", str(demo.DEMO_CLUSTER),
-         "--workload", str(workload), "--from", "2026-11-04T00:00:00Z",
-         "--to", "2026-11-18T00:00:00Z", "--out", str(tmp_path / "h.om"),
-         "--step", "1800s", "--metrics", demo.HISTORY_METRICS],
+         "--workload", str(workload), "--from", start.strftime(stamp),
+         "--to", end.strftime(stamp), "--out", str(directory / "h.om"),
+         "--step", f"{demo.HISTORY_STEP}s", "--metrics", demo.HISTORY_METRICS],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
-    rows = json.loads((tmp_path / "h.answer.json").read_text())["rows"]
+    rows = json.loads((directory / "h.answer.json").read_text())["rows"]
+    return rows, (directory / "h.om").read_text()
+
+
+@pytest.fixture(scope="module")
+def two_weeks(tmp_path_factory):
+    """Two weeks of the demo's history from a Wednesday."""
+    start, end = datetime(2026, 11, 4, tzinfo=UTC), datetime(2026, 11, 18, tzinfo=UTC)
+    return demo_history(tmp_path_factory.mktemp("demo-history"), start, end)
+
+
+def test_the_demo_teams_have_habits_of_their_own(two_weeks):
+    """vision keeps its H100s busy; nlp's A100 notebooks idle through nights and
+    weekends (as the exact answer of kubesim's history for two weeks says)."""
+    rows, _ = two_weeks
 
     def idle_share(rows):
         busy = sum(r["busy_gpu_minutes"] for r in rows)
@@ -140,3 +181,77 @@ def test_the_demo_teams_have_habits_of_their_own(tmp_path):
     assert weekend and idle_share(weekend) == 1
     assert nights and idle_share(nights) > 0.9
     assert days and idle_share(days) == 0
+
+
+def test_the_demo_month_has_xids_and_spot_reclaims(two_weeks):
+    """A month of a real cluster: an ECC error kills a training run mid-month, spot
+    reclaims take an L4 node from under nlp's evaluation, and the last day has XIDs
+    for the GPU health page."""
+    start, end = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, 9, tzinfo=UTC)
+    incidents = demo.demo_workload(31, start, end)["incidents"]
+    assert sorted(i["xid"] for i in incidents if "xid" in i) == [13, 48, 79]
+    assert [i["reclaim"] for i in incidents if "reclaim" in i] == ["gpu-l4-0", "gpu-l4-1"]
+    last_day = [i for i in incidents if "xid" in i and int(i["at"][1:-1]) >= (30 * 24 - 15) * 60]
+    assert {i["xid"] for i in last_day} == {13, 79}
+
+    rows, text = two_weeks
+
+    def held(namespace, job):
+        """{(MM-DDTHH, node): minutes} of one Job's pod."""
+        return {
+            (r["hour"][5:13], r["node"]): r["held_minutes"]
+            for r in rows
+            if (r["namespace"], r["job"]) == (namespace, job)
+        }
+
+    # Wednesday 11 Nov, 11:10: a double-bit ECC error (XID 48) under vision's run.
+    train = held("vision", "train-7")
+    assert max(train) == ("11-11T11", "gpu-h100-0") and train[max(train)] == 30
+    assert max(held("vision", "train-8"))[0] == "11-12T17"  # the next day's runs whole
+    # Friday 13 Nov, 14:00: the cloud takes gpu-l4-0 back from nlp's evaluation.
+    assert max(held("nlp", "eval-9")) == ("11-13T13", "gpu-l4-0")
+    assert set(node for _, node in held("nlp", "eval-10")) == {"gpu-l4-1"}
+    assert 'node="gpu-l4-3"' in text  # the replacement joined later
+    for code in ("48", "13", "79"):
+        assert f'err_code="{code}"' in text
+
+
+@pytest.mark.prometheus
+def test_the_gpu_health_page_shows_the_demo_historys_xids(tmp_path, client, admin_user, settings):
+    """The first `make demo`'s history, in Prometheus: the GPU health page has the
+    last day's XIDs, with what to do about each."""
+    require_prometheus()
+    demo.load_history(sys.executable, tmp_path, tmp_path / "data", days=1, progress=print)
+    settings.PORTAL_BILLING_LABEL_NAMESPACE = "exported_namespace"
+    settings.PORTAL_BILLING_LABEL_POD = "exported_pod"
+    with running_prometheus(tmp_path) as url:
+        settings.PORTAL_PROMETHEUS_URL = url
+        client.force_login(admin_user)
+        page = client.get("/billing/health/").content.decode()
+    rows = page.split('id="xid"')[1].split("</tbody>")[0]
+    assert "No XID errors" not in rows
+    assert "gpu-a100-0" in rows and "GPU has fallen off the bus" in rows
+    assert "kubectl drain gpu-a100-0 --ignore-daemonsets" in rows
+    assert "gpu-h100-0" in rows and "Graphics engine exception" in rows
+    assert "Watch: usually the application" in rows
+
+
+@pytest.mark.prometheus
+def test_the_run_the_demos_ecc_error_killed_is_credited(tmp_path, settings, catalog, vision, nlp):
+    """Metered from the demo history as the demo meters it: vision's run on the GPU
+    that reported XID 48 at 11:10 is credited for the time it ran, 08:00 to the end
+    of the 11:00 sample, on its 4 GPUs."""
+    require_prometheus()
+    start, end = datetime(2026, 11, 10, tzinfo=UTC), datetime(2026, 11, 11, 18, tzinfo=UTC)
+    _, text = demo_history(tmp_path, start, end)
+    load_openmetrics(text, tmp_path)
+    settings.PORTAL_BILLING_STEP = demo.HISTORY_STEP
+    settings.PORTAL_BILLING_LABEL_NAMESPACE = "exported_namespace"
+    settings.PORTAL_BILLING_LABEL_POD = "exported_pod"
+    hour = datetime(2026, 11, 11, 11, tzinfo=UTC)
+    with running_prometheus(tmp_path) as url:
+        settings.PORTAL_PROMETHEUS_URL = url
+        assert actions.ingest_hour(hour) is True
+    row = TeamUsage.objects.get(hour=hour, team=vision, flavor=catalog["h100"])
+    assert row.lost_seconds == 4 * 3.5 * 3600
+    assert row.allocated_seconds == 4 * 1800  # the sample at 11:00; then it was gone

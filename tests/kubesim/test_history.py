@@ -281,6 +281,23 @@ def test_csv_answer_and_metric_filter(tmp_path):
          "workloads[0].busyHours: busy hours must look like 09:00-17:00"),
         ({"threshold": "high"}, "threshold: expected a ratio 0-1"),
         ({"scrapeGaps": [{"from": "+2h", "to": "+1h"}]}, "scrapeGaps[0]: to must be after from"),
+        ({"incidents": [{"at": "+1h", "node": "gpu-h100-0"}]},
+         "incidents[0]: expected {at, xid, node, gpu} or {at, reclaim: NODE}"),
+        ({"incidents": [{"at": "+1h", "xid": 79, "node": "gpu-h100-0"}]},
+         "incidents[0].gpu: expected a whole number 0-63, got None"),
+        ({"incidents": [{"at": "+9h", "xid": 79, "node": "gpu-h100-0", "gpu": 0}]},
+         "incidents[0].at: must fall within --from/--to"),
+        ({"incidents": [{"at": "+1h", "xid": 79, "node": "gpu-h100-0", "gpu": 5}]},
+         "incidents[0].gpu: node 'gpu-h100-0' has no GPU 5"),
+        ({"incidents": [{"at": "+1h", "xid": 79, "node": "gpu-h200-0", "gpu": 0}]},
+         "incidents[0]: node 'gpu-h200-0' is not in the cluster at"),
+        ({"incidents": [{"at": "+1h", "reclaim": "gpu-h100-0"}]},
+         "incidents[0].reclaim: 'gpu-h100-0' is not a spot node"),
+        ({"incidents": [{"at": "+1h", "reclaim": "gpu-l4-0"},
+                        {"at": "+2h", "xid": 13, "node": "gpu-l4-0", "gpu": 0}]},
+         "incidents[1]: node 'gpu-l4-0' was reclaimed before the cluster at"),
+        ({"incidents": [{"at": "+1h", "reclaim": "gpu-l4-0", "returnsAfter": "later"}]},
+         "incidents[0].returnsAfter: expected a duration like 90s, 5m or 1h, got 'later'"),
     ],
 )  # fmt: skip
 def test_bad_workloads_are_refused_with_the_field_named(tmp_path, change, message):
@@ -343,3 +360,75 @@ def test_pods_sharing_a_time_sliced_gpu_each_see_the_whole_gpu(tmp_path):
     ]
     assert len(rows) == 2  # one GPU, copied to both pods
     assert {re.search(r'exported_pod="(\w+)"', r).group(1) for r in rows} == {"light", "heavy"}
+
+
+def test_xids_and_spot_reclaims_happen_as_on_the_live_cluster(tmp_path):
+    """An XID crashes the pod on that GPU (the exporter shows the code on it first)
+    and takes the GPU out of service; a spot reclaim evicts the node's pods, the node
+    goes and a new one (a new name) joins later."""
+    l4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
+    workload = {
+        "namespaces": [{"name": "team-vision", "team": "vision"}],
+        "workloads": [
+            {"namespace": "team-vision", "name": "train", "kind": "Job", "nodeSelector": H100,
+             "duration": "3h", "profile": "constant", "util": 80},
+            {"namespace": "team-vision", "name": "eval", "nodeSelector": l4, "duration": "3h"},
+            # Both H100s, after one of them failed: never placed.
+            {"namespace": "team-vision", "name": "wide", "gpus": 2, "nodeSelector": H100,
+             "start": "+2h", "duration": "1h"},
+            {"namespace": "team-vision", "name": "late", "nodeSelector": l4, "start": "+2h",
+             "duration": "30m"},
+        ],
+        "incidents": [
+            {"at": "+1h30m", "xid": 79, "node": "gpu-h100-0", "gpu": 0},
+            {"at": "+1h", "reclaim": "gpu-l4-0", "returnsAfter": "30m"},
+        ],
+    }  # fmt: skip
+    result = run_history(tmp_path, workload)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads((tmp_path / "history.answer.json").read_text())
+    held = {
+        (r["hour"], r["pod"].split("-")[0], r["node"]): r["held_minutes"] for r in answer["rows"]
+    }
+    assert held == {
+        (hour(0), "eval", "gpu-l4-0"): 60,  # evicted at +1h
+        (hour(0), "train", "gpu-h100-0"): 60,
+        (hour(1), "train", "gpu-h100-0"): 31,  # the XID's scrape at +1h30m still sees it
+        (hour(2), "late", "gpu-l4-1"): 30,  # on the node that replaced gpu-l4-0
+    }
+
+    samples = {}  # (family, labels) -> {seconds after START: value}
+    for line in (tmp_path / "history.om").read_text().splitlines():
+        if not line.startswith("#"):
+            key, value, stamp = line.rsplit(" ", 2)
+            samples.setdefault(key, {})[int(stamp) - START] = float(value)
+
+    def series(family, **labels):
+        wanted = [f'{k}="{v}"' for k, v in labels.items()]
+        found = [k for k in samples if k.startswith(family + "{") and all(w in k for w in wanted)]
+        return {key: samples[key] for key in found}
+
+    xid79 = series("DCGM_FI_DEV_XID_ERRORS", Hostname="gpu-h100-0", gpu="0", err_code="79")
+    (on_pod,) = [points for key, points in xid79.items() if "exported_pod=" in key]
+    assert on_pod == {90 * 60: 79}  # one scrape names the pod hit, then it is gone
+    (after,) = [points for key, points in xid79.items() if "exported_pod=" not in key]
+    assert min(after) == 91 * 60 and set(after.values()) == {79}
+    (allocatable,) = series(
+        "kube_node_status_allocatable", node="gpu-h100-0", resource="nvidia_com_gpu"
+    ).values()
+    assert allocatable[89 * 60] == 2 and allocatable[90 * 60] == 1
+    (wide,) = series("kube_pod_status_phase", pod="wide", phase="Pending").values()
+    assert set(wide.values()) == {1}
+
+    (evicted,) = series("kube_pod_status_phase", pod="eval", phase="Failed").values()
+    # Failed at the notice, then deleted, as an eviction does.
+    assert [t for t, value in evicted.items() if value] == [60 * 60] == [max(evicted)]
+    (old,) = series(
+        "kube_node_status_allocatable", node="gpu-l4-0", resource="nvidia_com_gpu"
+    ).values()
+    assert max(old) == 61 * 60  # gone two minutes after the notice
+    (new,) = series(
+        "kube_node_status_allocatable", node="gpu-l4-1", resource="nvidia_com_gpu"
+    ).values()
+    assert min(new) == 92 * 60  # joined 30 minutes after
+    assert series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", Hostname="gpu-l4-1", exported_pod="late")

@@ -11,6 +11,10 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from cluster import kube
+from cluster.actions import record_inventory
+from gpu_requests.models import Flavor
+from kubesim.testing import running_kubesim
 from tests.billing.ledger import meter, workload
 from tests.web.test_browser_daily import PAGES, company  # noqa: F401 - a fixture
 from tests.web.test_browser_journey import browser, log_in, page, shot  # noqa: F401
@@ -85,23 +89,37 @@ def overflowing_tables(tab):
 
 @pytest.fixture
 def metered(company, vision, nlp, h100, a100):  # noqa: F811
-    """A few metered hours this month, so the Spend pages have rows in every table."""
-    hour = timezone.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    """Metered hours in the month the Spend pages show (this one, or the last one in
+    a month's first days), and the demo cluster's inventory read from kubesim, so the
+    Spend and cluster pages have rows in every table."""
+    this_hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    last_month = this_hour.replace(day=1, hour=0) - timedelta(hours=1)
     held = (4 * 3600, 3 * 3600, 3600, 0)  # GPU-seconds: allocated, active, idle, unmetered
     shapes = [
         (vision, h100, "vision", "train-detector-with-a-long-name-0"),
         (vision, a100, "vision", "notebook"),
         (nlp, a100, "nlp", "finetune-llama"),
     ]
-    # One write per hour: writing an hour again replaces it.
-    meter(
-        hour,
-        teams={(team, flavor): held for team, flavor, _, _ in shapes},
-        workloads={
-            (team, ns, "Job", name, flavor): workload(*held, gpus=4)
-            for team, flavor, ns, name in shapes
-        },
-    )
+    for hour in (this_hour - timedelta(hours=1), last_month):
+        meter(
+            hour,
+            teams={(team, flavor): held for team, flavor, _, _ in shapes},
+            workloads={
+                (team, ns, "Job", name, flavor): workload(*held, gpus=4)
+                for team, flavor, ns, name in shapes
+            },
+        )
+    # The flavors as the demo cluster's GPU Feature Discovery labels them.
+    for flavor, product in ((h100, "NVIDIA-H100-80GB-HBM3"), (a100, "NVIDIA-A100-SXM4-80GB")):
+        Flavor.objects.filter(pk=flavor.pk).update(
+            node_selector={"nvidia.com/gpu.product": product}
+        )
+    with running_kubesim() as sim:
+        cluster = kube.Cluster(kube.load_configuration(sim.kubeconfig_path), timeout=10)
+        try:
+            assert record_inventory(cluster=cluster) == 17
+        finally:
+            cluster.close()
     return company
 
 

@@ -17,14 +17,16 @@ COUNTED = (
 )
 
 
-def _planned(window_ids, starts_at, ends_at):
-    """{(window id, opens_at, flavor id): [(start, end, gpus, team id, job id, name)]}.
-    One query."""
-    rows = (
+def planned_jobs(windows):
+    """The values of the jobs planned into the openings of `windows` ([(window,
+    occurrences, capacity)]): the calendar's one query. It asks for those openings
+    by their instants (index `batch_job_window_opening`), so it reads the jobs it
+    shows, not the history before them."""
+    openings = {occurrence.opens_at for _, found, _ in windows for occurrence in found}
+    return (
         BatchJob.objects.filter(
-            window_id__in=window_ids,
-            opens_at__lt=ends_at,
-            closes_at__gt=starts_at,
+            window_id__in=[window.pk for window, _, _ in windows],
+            opens_at__in=sorted(openings),
             status__in=[s for s in COUNTED if s != Status.QUEUED],
         )
         .order_by()
@@ -42,8 +44,14 @@ def _planned(window_ids, starts_at, ends_at):
             "name",
         )
     )
+
+
+def _planned(windows):
+    """{(window id, opens_at, flavor id): [(start, end, gpus, team id, job id, name)]}.
+    One query."""
     found = defaultdict(list)
-    for window_id, opens_at, flavor_id, start, end, finished, gpus, pods, *rest in rows:
+    for row in planned_jobs(windows):
+        window_id, opens_at, flavor_id, start, end, finished, gpus, pods, *rest = row
         if finished is not None:
             end = min(end, finished)
         found[(window_id, opens_at, flavor_id)].append((start, end, gpus * pods, *rest))
@@ -63,10 +71,10 @@ def _share(intervals, team_ids):
     return round(100 * mine / total)
 
 
-def occurrence_rows(windows, starts_at, ends_at, *, team_ids=()):
+def occurrence_rows(windows, *, team_ids=()):
     """[{window, occurrence, label, flavors: [{flavor, capacity, planned, jobs, share}]}]
     for `windows` = [(window, occurrences, {flavor id: GPUs})], oldest first."""
-    planned = _planned([w.pk for w, _, _ in windows], starts_at, ends_at)
+    planned = _planned(windows)
     rows = []
     for window, found, capacity in windows:
         flavors = {c.flavor_id: c.flavor for c in window.capacities.all()}
@@ -115,7 +123,7 @@ def window_occurrences(window, starts_at, ends_at):
                 for cell in row["flavors"]
             },
         }
-        for row in occurrence_rows([(window, found, capacity)], starts_at, ends_at)
+        for row in occurrence_rows([(window, found, capacity)])
     ]
 
 

@@ -220,7 +220,16 @@ class BatchJob(models.Model):
                 name="max_runtime_ge_expected",
             ),
         ]
-        indexes = [models.Index(fields=["flavor", "status", "opens_at"])]
+        indexes = [
+            models.Index(fields=["flavor", "status", "opens_at"]),
+            # The job list, newest first: all jobs (admins), or one team's.
+            models.Index(F("created_at").desc(), F("id").desc(), name="batch_job_newest"),
+            models.Index(
+                F("team"), F("created_at").desc(), F("id").desc(), name="batch_job_team_newest"
+            ),
+            # The calendar: the jobs of a window's openings within the horizon.
+            models.Index(fields=["window", "opens_at"], name="batch_job_window_opening"),
+        ]
 
     def __str__(self):
         return f"#{self.pk} {self.name} ({self.team})"

@@ -42,7 +42,7 @@ def calendar_view(request):
     reviewer = quota_actions.can_review(request.user)
     team_ids = [] if reviewer else [t.pk for t in quota_actions.teams_for(request.user)]
     # Admins see the whole; a share is a member's view.
-    rows = calendar.occurrence_rows(windows, now, ends_at, team_ids=team_ids)
+    rows = calendar.occurrence_rows(windows, team_ids=team_ids)
     by_flavor = {}
     for row in rows:
         for cell in row["flavors"]:

@@ -47,8 +47,8 @@ def say(text):
 def recreate_database(url):
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
-    if parts.scheme not in ("postgres", "postgresql") or not name.startswith("portal_bench"):
-        sys.exit("DATABASE_URL must name a PostgreSQL database called portal_bench...")
+    if parts.scheme not in ("postgres", "postgresql") or "bench" not in name:
+        sys.exit("DATABASE_URL must name a PostgreSQL database with bench in its name")
     admin = ["psql", "-q", "-h", parts.hostname or "127.0.0.1", "-U", parts.username or "postgres"]
     admin += ["-p", str(parts.port or 5432), "-d", "postgres", "-c"]
     subprocess.run([*admin, f'DROP DATABASE IF EXISTS "{name}"'], check=True)
@@ -261,6 +261,7 @@ def main():
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
     os.environ["EMAIL_BACKEND"] = "django.core.mail.backends.locmem.EmailBackend"
     import django

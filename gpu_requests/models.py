@@ -369,6 +369,14 @@ class AuditEvent(models.Model):
             models.Index(fields=["subject_type", "subject_id"]),
             # A team's recent events (dashboard, team history), newest first.
             models.Index(F("team"), F("created_at").desc(), name="audit_team_newest"),
+            # A team's latest decisions by people (the dashboard): read a few a team.
+            models.Index(
+                F("team"),
+                F("created_at").desc(),
+                F("id").desc(),
+                name="audit_team_decisions",
+                condition=Q(quota_request__isnull=False, actor__isnull=False) & ~Q(action="submit"),
+            ),
         ]
 
     def __str__(self):

@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, F, Window
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
@@ -210,19 +211,32 @@ def _cluster_state(team, quota_rows, extra, now):
     return states
 
 
+# Each team's latest decisions, read newest first from the partial index
+# `audit_team_decisions` (whose condition this repeats) and stopped at the limit:
+# the query reads what the page shows, however long the history.
+_LATEST_DECISIONS = f"""
+    SELECT latest.id FROM unnest(%s) AS teams(id) CROSS JOIN LATERAL (
+        SELECT event.id FROM {AuditEvent._meta.db_table} event
+        WHERE event.team_id = teams.id
+            AND event.quota_request_id IS NOT NULL AND event.actor_id IS NOT NULL
+            AND NOT (event.action = '{AuditEvent.Action.SUBMIT}')
+        ORDER BY event.created_at DESC, event.id DESC LIMIT %s
+    ) latest
+"""
+
+
 def _recent_events(team_ids, per_team=10):
-    """The last `per_team` decisions people made for each team, in one query (a window function)."""
+    """The last `per_team` decisions people made for each team, in one query.
+
+    Decisions by people: system transitions (activation, expiry) show as the
+    request's current status beside the decision, and a submission is no decision.
+    Team-level events (archive, sync_failed, drift_repaired) have no request to link to.
+    """
+    if not team_ids:
+        return AuditEvent.objects.none()
     newest_first = [F("created_at").desc(), F("pk").desc()]
     return (
-        # Decisions by people: system transitions (activation, expiry) show as the
-        # request's current status beside the decision, and a submission is no decision.
-        # Team-level events (archive, sync_failed, drift_repaired) have no request to link to.
-        AuditEvent.objects.filter(
-            team_id__in=team_ids, quota_request__isnull=False, actor__isnull=False
-        )
-        .exclude(action=AuditEvent.Action.SUBMIT)
-        .annotate(rank=Window(RowNumber(), partition_by=[F("team_id")], order_by=newest_first))
-        .filter(rank__lte=per_team)
+        AuditEvent.objects.filter(pk__in=RawSQL(_LATEST_DECISIONS, (list(team_ids), per_team)))
         .select_related("actor", "quota_request__flavor")
         .order_by(*newest_first)
     )

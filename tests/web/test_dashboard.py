@@ -1,11 +1,12 @@
 from datetime import timedelta
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from gpu_requests import actions
+from gpu_requests import actions, views
 from provisioning import actions as provisioning_actions
 from provisioning.models import TeamSync
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, next_week, submit
@@ -251,3 +252,12 @@ def test_the_daily_cost_of_quota_is_explained_by_the_charging_mode(
     page = login(alice).get(URL).content.decode()
     assert "Active quota costs <strong>288.00 USD</strong> per day" in page
     assert "the quota is paid whether pods use it or not" in page
+
+
+@pytest.mark.postgres
+def test_it_reads_a_few_decisions_a_team_from_an_index(db, vision, nlp):
+    # However long the history: each team's newest, from the partial index, LIMITed.
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a plan for a big table
+    plan = views._recent_events([vision.pk, nlp.pk]).explain()
+    assert "audit_team_decisions" in plan and "Limit" in plan

@@ -1,0 +1,44 @@
+"""The batch job list and calendar read what they show: PostgreSQL's plan for each serves
+the page from an index, with no sort of the whole history (bench/batch_pages.py
+times them at 2,000 and 20,000 rows). Sequential scans are switched off so the
+plan does not depend on how few rows a test has."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from batch import actions as batch_actions
+from batch import calendar
+from batch.api import filter_jobs, visible_jobs
+
+pytestmark = [pytest.mark.postgres]
+
+
+@pytest.fixture
+def index_only(db):
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+
+
+def plan(queryset):
+    return queryset.explain()
+
+
+def test_the_job_list_reads_the_newest_jobs_from_an_index(index_only, admin_user):
+    jobs = filter_jobs(visible_jobs(admin_user), {})[:50]
+    assert "batch_job_newest" in plan(jobs)
+    assert "Sort" not in plan(jobs)
+
+
+def test_a_teams_job_list_reads_its_newest_jobs_from_an_index(index_only, admin_user, vision):
+    jobs = filter_jobs(visible_jobs(admin_user), {"team": "vision"})[:50]
+    assert "batch_job_team_newest" in plan(jobs)
+    assert "Sort" not in plan(jobs)
+
+
+def test_the_calendar_reads_the_jobs_of_the_openings_it_shows(index_only, nightly):
+    now = timezone.now()
+    windows = batch_actions.windows_with_occurrences(now, now + timedelta(days=14))
+    assert "batch_job_window_opening" in plan(calendar.planned_jobs(windows))

@@ -1,9 +1,11 @@
 """The pages people open every day, and the lifecycle sweep, at 2,000 and 20,000 requests.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/portal_bench_daily \
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/<db> \
         .venv/bin/python bench/daily_pages.py [--sizes 2000 20000] [--runs 3]
 
-PostgreSQL only (the database named in DATABASE_URL is dropped and created).
+PostgreSQL only (the database named in DATABASE_URL is dropped and created;
+its name must contain "bench"); Redis: the database CELERY_BROKER_URL names.
 200 teams, six flavors of 64 GPUs; the requests spread over a history that
 grows with their number (a portal's history grows with time, not its
 capacity), 9.3 % of them pending, approvals packed until a flavor is full.
@@ -32,6 +34,8 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.provision_500 import broker_url  # noqa: E402
 
 TEAMS = 200
 FLAVORS = 6
@@ -262,7 +266,7 @@ def main():
     url = os.environ.get("DATABASE_URL", "")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 40)
-    os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
+    broker_url()  # the committed sweep queues its syncs there (purged at the end)
     os.environ["EMAIL_BACKEND"] = "django.core.mail.backends.locmem.EmailBackend"
     import django
 

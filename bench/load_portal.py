@@ -10,14 +10,19 @@ connection and refuses new ones, as a restart does) and comes back: answers
 in that window must be 503, none after it, and every request the portal said
 it created or approved is in the database exactly once, with its audit event.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/x CELERY_BROKER_URL=redis://127.0.0.1:6379/15 \\
-      .venv/bin/python bench/load_portal.py --requests 20000 --port 8070
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/x \\
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/<db> \\
+      .venv/bin/python bench/load_portal.py --requests 20000 [--port N]
+
+The Redis database is CELERY_BROKER_URL's (required); gunicorn listens on
+--port, else BENCH_PORT, else a free port the system gives.
 """
 
 import argparse
 import json
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -35,12 +40,19 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.provision_500 import start_kubesim  # noqa: E402
+from bench.provision_500 import broker_url, start_kubesim  # noqa: E402
 from tests.ops.tcp_proxy import Proxy  # noqa: E402
 
 
 def say(text):
     print(text, file=sys.stderr, flush=True)
+
+
+def free_port():
+    """A port nothing listens on now (the system's choice), for gunicorn to bind."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def percentile(values, q):
@@ -77,7 +89,7 @@ def main():
     parser.add_argument("--teams", type=int, default=200)
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--port", type=int, default=8070)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("BENCH_PORT", "0")))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--outage", type=float, default=3.0, help="seconds PostgreSQL is gone")
@@ -88,7 +100,8 @@ def main():
     parts = urlsplit(base_db)
     name = "bench_load_portal"
     db_url = urlunsplit(parts._replace(path=f"/{name}"))
-    broker = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+    broker = broker_url()
+    args.port = args.port or free_port()
     import psycopg
 
     admin_url = urlunsplit(parts._replace(path="/postgres"))

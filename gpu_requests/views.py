@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.db import connection
 from django.db.models import Count, F, Window
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
@@ -211,7 +212,7 @@ def _cluster_state(team, quota_rows, extra, now):
     return states
 
 
-# Each team's latest decisions, read newest first from the partial index
+# PostgreSQL: each team's latest decisions, read newest first from the partial index
 # `audit_team_decisions` (whose condition this repeats) and stopped at the limit:
 # the query reads what the page shows, however long the history.
 _LATEST_DECISIONS = f"""
@@ -235,11 +236,22 @@ def _recent_events(team_ids, per_team=10):
     if not team_ids:
         return AuditEvent.objects.none()
     newest_first = [F("created_at").desc(), F("pk").desc()]
-    return (
-        AuditEvent.objects.filter(pk__in=RawSQL(_LATEST_DECISIONS, (list(team_ids), per_team)))
-        .select_related("actor", "quota_request__flavor")
-        .order_by(*newest_first)
-    )
+    if connection.vendor == "postgresql":
+        latest = AuditEvent.objects.filter(
+            pk__in=RawSQL(_LATEST_DECISIONS, (list(team_ids), per_team))
+        )
+    else:
+        # No unnest or LATERAL (SQLite, the zero-setup default): the same decisions
+        # ranked by a window function, which reads the teams' whole history.
+        latest = (
+            AuditEvent.objects.filter(
+                team_id__in=team_ids, quota_request__isnull=False, actor__isnull=False
+            )
+            .exclude(action=AuditEvent.Action.SUBMIT)
+            .annotate(rank=Window(RowNumber(), partition_by=[F("team_id")], order_by=newest_first))
+            .filter(rank__lte=per_team)
+        )
+    return latest.select_related("actor", "quota_request__flavor").order_by(*newest_first)
 
 
 # Request list

@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpu_requests import actions, views
+from gpu_requests.models import AuditEvent
 from provisioning import actions as provisioning_actions
 from provisioning.models import TeamSync
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, next_week, submit
@@ -261,3 +262,18 @@ def test_it_reads_a_few_decisions_a_team_from_an_index(db, vision, nlp):
         cursor.execute("SET LOCAL enable_seqscan = off")  # a plan for a big table
     plan = views._recent_events([vision.pk, nlp.pk]).explain()
     assert "audit_team_decisions" in plan and "Limit" in plan
+
+
+def test_recent_events_are_each_teams_newest_decisions(db, alice, carol, bob, vision, nlp, h100):
+    # Either query (LATERAL on PostgreSQL, a window function elsewhere): per team, its
+    # newest ten decisions; no submissions; all of them newest first.
+    for _ in range(12):
+        actions.cancel(submit(vision, h100, alice, gpus=1), by=carol)
+    for _ in range(3):
+        actions.cancel(submit(nlp, h100, bob, gpus=1), by=bob)
+    cancels = AuditEvent.objects.filter(action=AuditEvent.Action.CANCEL)
+    cancels = cancels.order_by("-created_at", "-pk")
+    expected = [*cancels.filter(team=vision)[:10], *cancels.filter(team=nlp)]
+    found = list(views._recent_events([vision.pk, nlp.pk]))
+    assert found == list(cancels.filter(pk__in=[e.pk for e in expected]))
+    assert len(found) == 13

@@ -279,7 +279,8 @@ class KubernetesBackend(Backend):
                             {"metadata": {"finalizers": None}},
                             content_type="application/merge-patch+json",
                         )
-        for kind in ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges"):
+        in_default = ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges")
+        for kind in (*in_default, "rbac.authorization.k8s.io/v1/rolebindings"):
             prefix = "/api" if kind.startswith("v1/") else "/apis"
             group, _, plural = kind.rpartition("/")
             with contextlib.suppress(urllib.error.HTTPError):

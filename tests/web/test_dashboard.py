@@ -1,3 +1,4 @@
+import re
 from datetime import timedelta
 
 import pytest
@@ -261,7 +262,10 @@ def test_it_reads_a_few_decisions_a_team_from_an_index(db, vision, nlp):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a plan for a big table
     plan = views._recent_events([vision.pk, nlp.pk]).explain()
-    assert "audit_team_decisions" in plan and "Limit" in plan
+    # The partial index or the team's newest-first one: the planner's pick on tables
+    # this small depends on their statistics; either way a LIMITed read per team.
+    assert "Limit" in plan
+    assert re.search(r"Index (Only )?Scan using audit_team_\w+ on gpu_requests_auditevent", plan)
 
 
 def test_recent_events_are_each_teams_newest_decisions(db, alice, carol, bob, vision, nlp, h100):

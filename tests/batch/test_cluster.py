@@ -45,9 +45,16 @@ def status_of(job):
     return BatchJob.objects.values_list("status", flat=True).get(pk=job.pk)
 
 
+# A pod that outlives any test: a reclaim then always finds it running. (With the
+# 6 s default, kubesim's kubelet could finish it between the clock's move and the
+# reclaim on a busy machine: a job that succeeded, never preempted.)
+LONG = {"kubesim.io/duration": "1h"}
+
+
 def reclaim_its_node(job, cluster, backend, *, ran_for=120):
-    """Release `job`, let its one pod run (`ran_for` seconds of kubesim's clock),
-    then reclaim its spot node (eviction, 30 s grace) and let 5 s pass."""
+    """Release `job`, let its one pod run (`ran_for` seconds of kubesim's clock;
+    submit it with LONG), then reclaim its spot node (eviction, 30 s grace) and
+    let 5 s pass."""
     batch_cluster.release_due()
     watch_until(job, {Status.RUNNING}, backend)
     (pod,) = wait_for(
@@ -238,7 +245,7 @@ def test_a_spot_reclaim_is_replaced_in_place_and_lost_minutes_recorded(
 def test_a_reclaim_of_a_job_that_does_not_tolerate_it_sends_it_back_to_the_queue(
     setup, demo_flavors, cluster, backend
 ):
-    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
+    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1, annotations=LONG)
     actions.replan()
     reclaim_its_node(job, cluster, backend)
 

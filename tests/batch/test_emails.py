@@ -12,6 +12,7 @@ from batch import cluster as batch_cluster
 from batch.models import BatchJob
 from gpu_requests.models import Membership
 from tests.batch.test_cluster import (
+    LONG,
     reclaim_its_node,
     record_as_the_portal,
     submit,
@@ -102,7 +103,7 @@ def test_a_late_release_says_the_close_binds_and_the_deadline_is_explained(
 def test_a_reclaim_it_does_not_tolerate_tells_it_is_queued_again(
     setup, demo_flavors, cluster, backend, mailoutbox
 ):
-    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
+    job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1, annotations=LONG)
     reclaim_its_node(job, cluster, backend)
 
     def preempted_mail():

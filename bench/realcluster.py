@@ -34,16 +34,6 @@ POOL_SIZE = 250
 NODE_MONITOR_GRACE_SECONDS = 1800
 MODELS = ("H100-80GB-HBM3", "A100-SXM4-80GB", "L4")
 ADMIN = "kubernetes-admin"  # controlplane.runner.ADMIN: the kubeconfig every bench side uses
-METHOD_OF_VERB = {
-    "get": "GET",
-    "list": "GET",
-    "watch": "GET",
-    "create": "POST",
-    "update": "PUT",
-    "patch": "PATCH",
-    "delete": "DELETE",
-    "deletecollection": "DELETE",
-}
 
 
 def pools(nodes, *, prefix="gpu", first_model=0):
@@ -198,6 +188,8 @@ class AuditLog:
         self.offset = self.path.stat().st_size
 
     def requests(self, user=ADMIN):
+        from controlplane.runner import METHOD_OF_VERB
+
         with open(self.path, "rb") as log:
             log.seek(self.offset)
             lines = log.read().splitlines()

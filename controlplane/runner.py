@@ -42,6 +42,19 @@ class ControlPlaneError(RuntimeError):
     """A component did not start; the message names it and its log."""
 
 
+# The HTTP method of an audit event's verb (the audit log names verbs, not methods).
+METHOD_OF_VERB = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))

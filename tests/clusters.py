@@ -35,7 +35,7 @@ import yaml
 from cluster import kube
 from controlplane import nodes as kwok_nodes
 from controlplane.binaries import missing
-from controlplane.runner import ControlPlane
+from controlplane.runner import METHOD_OF_VERB, ControlPlane
 from kubesim.kubeconfig import kubeconfig
 from kubesim.testing import running_kubesim
 from tests.deploy.test_kustomize import by_kind, render
@@ -51,16 +51,6 @@ REFUSED = re.compile(
 )
 CONTEXT = "gpu-portal"  # the context of the kubeconfigs written for the portal and users
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
-METHOD_OF_VERB = {
-    "get": "GET",
-    "list": "GET",
-    "watch": "GET",
-    "create": "POST",
-    "update": "PUT",
-    "patch": "PATCH",
-    "delete": "DELETE",
-    "deletecollection": "DELETE",
-}
 
 
 class Backend:

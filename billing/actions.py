@@ -20,6 +20,7 @@ from django.utils import timezone
 from billing import batchwindows, metering, prometheus, queries
 from billing.models import (
     Budget,
+    BudgetAction,
     BudgetAlert,
     FlavorHour,
     IngestedHour,
@@ -31,7 +32,7 @@ from billing.models import (
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from gpu_requests import actions as quota_actions
 from gpu_requests.emails import one_line
-from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
 from provisioning.manifests import namespace_name
 
 log = logging.getLogger(__name__)
@@ -405,19 +406,35 @@ def reprice_from(start):
 # --- budgets ---
 
 
+@transaction.atomic
 def set_budget(team, amount, *, by):
-    if (
-        not quota_actions.can_review(by)
-        and not Membership.objects.filter(team=team, user=by, role=Membership.Role.MANAGER).exists()
-    ):
+    """Set (or with None, remove) a team's monthly budget; audited with the old and new
+    amounts. Its managers and platform admins only."""
+    if not quota_actions.can_manage(by, team):
         raise quota_actions.NotAllowed("Only the team's managers and platform admins set budgets.")
+    if amount is not None:
+        amount = Decimal(amount)
+        if amount <= 0 or amount >= Decimal("1e12"):
+            raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
+    # The row is locked so that two concurrent changes audit what each replaced.
+    old = Budget.objects.select_for_update().filter(team=team).first()
+    before = "" if old is None else f"{old.monthly_amount:.2f}"
     if amount is None:
-        Budget.objects.filter(team=team).delete()
-        return None
-    amount = Decimal(amount)
-    if amount <= 0 or amount >= Decimal("1e12"):
-        raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
-    budget, _ = Budget.objects.update_or_create(team=team, defaults={"monthly_amount": amount})
+        if old is None:
+            return None
+        old.delete()
+        budget, action, after = None, BudgetAction.REMOVE, ""
+    else:
+        budget, _ = Budget.objects.update_or_create(team=team, defaults={"monthly_amount": amount})
+        action, after = BudgetAction.SET, f"{amount:.2f}"
+        if before == after:
+            return budget
+    AuditEvent.record(
+        team_id=team.pk,
+        action=action,
+        actor=by,
+        reason=f"{before or 'none'} -> {after or 'none'} {settings.PORTAL_CURRENCY} a month",
+    )
     return budget
 
 

@@ -15,9 +15,17 @@ from django.db import models
 from django.db.models import DecimalField, F, Func, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor, Team, register_audit_actions
 
 MIG_PROFILE = re.compile(r"mig-(\d+)g\.(\d+)gb$")
+
+
+class BudgetAction(models.TextChoices):
+    SET = "budget_set", "Budget set"
+    REMOVE = "budget_remove", "Budget removed"
+
+
+register_audit_actions(BudgetAction)
 
 
 class Rate(models.Model):

@@ -86,7 +86,7 @@ def team_page(request, slug):
         rows = WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
         return _export(queries.workload_usage(rows), keys, f"{slug}-{month.label}-workloads.csv")
     reviewer = quota_actions.can_review(request.user)
-    can_set_budget = reviewer or team.memberships.filter(user=request.user, role="manager").exists()
+    can_set_budget = reviewer or quota_actions.can_manage(request.user, team)
     return render(
         request,
         "billing/team.html",

@@ -6,6 +6,9 @@ import time_machine
 from django.core import mail
 
 from billing import actions
+from billing.models import Budget
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import AuditEvent
 from tests.billing.ledger import meter, workload
 
 NOW = datetime(2026, 11, 10, 12, 30, tzinfo=UTC)
@@ -105,6 +108,27 @@ def test_members_cannot_set_budgets(client, alice, vision):
     client.force_login(alice)
     response = client.post("/billing/teams/vision/budget/", {"monthly_amount": "100"})
     assert response.status_code == 403
+
+
+def test_budget_changes_are_audited_on_the_team_page(client, carol, alice, vision):
+    actions.set_budget(vision, Decimal("1500"), by=carol)
+    actions.set_budget(vision, Decimal("1500"), by=carol)  # no change: no event
+    actions.set_budget(vision, Decimal("2000"), by=carol)
+    actions.set_budget(vision, None, by=carol)
+    actions.set_budget(vision, None, by=carol)  # nothing to remove: no event
+    with pytest.raises(quota_actions.NotAllowed):
+        actions.set_budget(vision, Decimal("1"), by=alice)
+    events = AuditEvent.objects.filter(team=vision, action__startswith="budget")
+    assert [(e.action, e.actor, e.reason) for e in events] == [
+        ("budget_set", carol, "none -> 1500.00 USD a month"),
+        ("budget_set", carol, "1500.00 -> 2000.00 USD a month"),
+        ("budget_remove", carol, "2000.00 -> none USD a month"),
+    ]
+    assert not Budget.objects.filter(team=vision).exists()
+    client.force_login(alice)
+    page = client.get("/teams/vision/").content.decode()
+    assert "Budget set" in page and "1500.00 -&gt; 2000.00 USD a month" in page
+    assert "Budget removed" in page
 
 
 def test_a_manager_sets_a_budget_and_bad_amounts_are_refused(client, carol, vision):

@@ -32,7 +32,7 @@ from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
 from gpu_requests import hooks
-from gpu_requests.actions import ActionError, IllegalTransition, NotAllowed
+from gpu_requests.actions import IllegalTransition, NotAllowed
 from gpu_requests.models import Flavor
 
 log = logging.getLogger(__name__)
@@ -94,10 +94,6 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
 
 
 WINDOW_SOURCE = "batch window"
-
-
-class WindowCapacityExceeded(ActionError):
-    pass
 
 
 def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=None, now=None):

@@ -399,11 +399,3 @@ def pod_from_template(job: dict, name: str) -> dict:
         },
         "spec": template.get("spec") or {},
     }
-
-
-def owned_by(pod: dict, job: dict) -> bool:
-    uid = job["metadata"]["uid"]
-    return any(
-        ref.get("uid") == uid and ref.get("controller")
-        for ref in pod["metadata"].get("ownerReferences") or []
-    )

@@ -83,12 +83,3 @@ def format_for(resource: str, value: Fraction) -> str:
     if "memory" in resource or "storage" in resource or resource.startswith("hugepages-"):
         return format_binary(value)
     return format_decimal(value)
-
-
-def canonical(value: str) -> str:
-    """The string the apiserver would echo back for `value` (e.g. "1000m" -> "1")."""
-    text = str(value)
-    parsed = parse(text)
-    if any(text.endswith(suffix) for suffix in _BINARY):
-        return format_binary(parsed)
-    return format_decimal(parsed)

@@ -32,10 +32,11 @@ cluster: install cluster-binaries
 
 # Three test processes on the two cores: most tests wait on servers and workers
 # (tests/conftest.py orders them for it). PYTEST_WORKERS=0 runs them in one.
+# The 25 slowest are printed at the end; `pytest -m "not slow"` is the fast loop.
 PYTEST_WORKERS ?= 3
 
 test: install lint
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 lint: install
 	$(BIN)/ruff check .

@@ -433,6 +433,50 @@ def recent_usage(now):
     return {team_id: seconds / 3600 for team_id, seconds in rows if seconds}
 
 
+def plan_inputs(now, state):
+    """What a planner run needs at `now` with the carried counters of `state`
+    (PlannerState): (windows with occurrences, {job id: waiting BatchJob},
+    keyword arguments of planner.plan). A query or so per kind of input."""
+    windows = windows_with_occurrences(now, now + horizon())
+    rows = {job.pk: job for job in BatchJob.objects.waiting().select_related("flavor")}
+    jobs = [planner_job(job) for job in rows.values()]
+    weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
+    # Occurrences opening within the lead time are counted for no-starvation
+    # for good: the run at the lead time plans the Jobs it creates suspended.
+    inputs = {
+        "slots": _slots(windows),
+        "jobs": jobs,
+        "now": now,
+        "holds": _holds(now),
+        "weights": weights,
+        "recent_usage": recent_usage(now),
+        "waiting": load_waiting(state.waiting),
+        "settle_until": now + timedelta(seconds=settings.PORTAL_BATCH_PLAN_LEAD),
+    }
+    return windows, rows, inputs
+
+
+def planner_job(job, **changes):
+    """A BatchJob as the planner sees it; `changes` are BatchJob fields to vary."""
+    fields = {
+        "gpus": job.gpus,
+        "parallelism": job.parallelism,
+        "max_runtime_minutes": job.max_runtime_minutes,
+        "flavor_id": job.flavor_id,
+    } | changes
+    return planner.Job(
+        id=job.pk,
+        team_id=job.team_id,
+        flavor_id=fields["flavor_id"],
+        gpus=fields["gpus"] * fields["parallelism"],
+        runtime=timedelta(minutes=fields["max_runtime_minutes"]),
+        priority=job.priority,
+        submitted_at=job.created_at,
+        target_window_id=job.target_window_id,
+        target_opens_at=job.target_opens_at,
+    )
+
+
 def replan(*, reason="", now=None):
     """Plan every queued and planned job again and apply what changed. Returns the Plan.
 
@@ -443,35 +487,8 @@ def replan(*, reason="", now=None):
     with transaction.atomic():
         state = PlannerState.locked()
         started = time.perf_counter()
-        windows = windows_with_occurrences(now, now + horizon())
-        rows = {job.pk: job for job in BatchJob.objects.waiting().select_related("flavor")}
-        jobs = [
-            planner.Job(
-                id=job.pk,
-                team_id=job.team_id,
-                flavor_id=job.flavor_id,
-                gpus=job.total_gpus,
-                runtime=job.max_runtime,
-                priority=job.priority,
-                submitted_at=job.created_at,
-                target_window_id=job.target_window_id,
-                target_opens_at=job.target_opens_at,
-            )
-            for job in rows.values()
-        ]
-        weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
-        # Occurrences opening within the lead time are counted for no-starvation
-        # for good: the run at the lead time plans the Jobs it creates suspended.
-        result = planner.plan(
-            _slots(windows),
-            jobs,
-            now=now,
-            holds=_holds(now),
-            weights=weights,
-            recent_usage=recent_usage(now),
-            waiting=load_waiting(state.waiting),
-            settle_until=now + timedelta(seconds=settings.PORTAL_BATCH_PLAN_LEAD),
-        )
+        windows, rows, inputs = plan_inputs(now, state)
+        result = planner.plan(**inputs)
         factors = {w.pk: w for w, _, _ in windows}
         planned_in = {
             job.pk: (job.window_id, job.opens_at)
@@ -496,10 +513,10 @@ def replan(*, reason="", now=None):
         state.waiting = dump_waiting(result.waiting)
         state.last_run_at = now
         state.last_reason = reason[:100]
-        state.last_jobs = len(jobs)
+        state.last_jobs = len(rows)
         state.last_seconds = time.perf_counter() - started
         state.save()
-    log.info("planned %d jobs (%d changed): %s", len(jobs), len(changed), reason)
+    log.info("planned %d jobs (%d changed): %s", len(rows), len(changed), reason)
     return result
 
 

@@ -97,6 +97,10 @@ class Plan:
     reasons: dict = field(default_factory=dict)  # job id -> [str], in the order decided
     gpu_hours: dict = field(default_factory=dict)  # team id -> GPU-hours planned in this run
     misses: dict = field(default_factory=dict)  # job id -> occurrences it did not fit
+    # job id -> (slot, code) of the first occurrence it did not fit, code one of
+    # TOO_BIG, TOO_LONG (not before the close), TAKEN (the capacity was taken).
+    first_miss: dict = field(default_factory=dict)
+    unplaced: dict = field(default_factory=dict)  # job id -> NO_WINDOW_BIG, NO_WINDOW_LONG, LATER
     waiting: dict = field(default_factory=dict)  # flavor id -> Waiting, to carry to the next run
 
     def explanation(self, job_id):
@@ -241,10 +245,22 @@ def plan(
                 continue
             runtime = job.runtime.total_seconds()
             if job.gpus > slot.capacity:
-                _note(result, job, slot, f"needs {job.gpus} GPUs, the window gives {slot.capacity}")
+                _note(
+                    result,
+                    job,
+                    slot,
+                    TOO_BIG,
+                    f"needs {job.gpus} GPUs, the window gives {slot.capacity}",
+                )
             elif start_from + runtime > closes:
                 left = hours(closes - start_from)
-                _note(result, job, slot, f"{hours(runtime)} needed, only {left} in the window")
+                _note(
+                    result,
+                    job,
+                    slot,
+                    TOO_LONG,
+                    f"{hours(runtime)} needed, only {left} in the window",
+                )
             else:
                 by_team[job.team_id].append(job)
         if not by_team:
@@ -287,6 +303,7 @@ def plan(
                         result,
                         job,
                         slot,
+                        TAKEN,
                         lambda job=job, runtime=runtime, profile=profile, start_from=start_from: (
                             f"{hours(runtime)} needed, "
                             f"{hours(profile.longest_free(job.gpus, start_from))} left for "
@@ -331,11 +348,13 @@ def plan(
             if job.id in result.placements:
                 continue
             if job.gpus > biggest[job.flavor_id]:
-                _say(result, job, f"No window gives {job.gpus} GPUs of this flavor.")
+                _say(result, job, NO_WINDOW_BIG, f"No window gives {job.gpus} GPUs of this flavor.")
             elif job.runtime.total_seconds() > longest[job.flavor_id]:
-                _say(result, job, "No window is long enough for its maximum runtime.")
+                _say(
+                    result, job, NO_WINDOW_LONG, "No window is long enough for its maximum runtime."
+                )
             else:
-                _say(result, job, "Waiting for a later occurrence.")
+                _say(result, job, LATER, "Waiting for a later occurrence.")
     result.waiting = carried
     return result
 
@@ -343,9 +362,14 @@ def plan(
 # Explanations stay short: the first few occurrences a job missed, then a count.
 MAX_MISSES = 3
 
+# Why a job missed an occurrence (Plan.first_miss) or has none (Plan.unplaced).
+TOO_BIG, TOO_LONG, TAKEN = "too_big", "too_long", "taken"
+NO_WINDOW_BIG, NO_WINDOW_LONG, LATER = "no_window_big", "no_window_long", "later"
 
-def _note(result, job, slot, why):
+
+def _note(result, job, slot, code, why):
     """Say why `job` missed `slot`; `why` is text, or a callable made only when it is said."""
+    result.first_miss.setdefault(job.id, (slot, code))
     misses = result.misses.get(job.id, 0)
     if misses > MAX_MISSES:
         return
@@ -358,5 +382,6 @@ def _note(result, job, slot, why):
     reasons.append(f"Did not fit {slot.label or slot.opens_at.isoformat()}: {text}.")
 
 
-def _say(result, job, sentence):
+def _say(result, job, code, sentence):
+    result.unplaced[job.id] = code
     result.reasons.setdefault(job.id, []).append(sentence)

@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from batch import validation
+from batch import validation, waiting
 from batch.actions import JOB_FIELDS
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
 from gpu_requests import actions as quota_actions
@@ -212,6 +212,34 @@ class KubernetesJobSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="Deterministic: batch-<id>.")
 
 
+class AheadSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    jobs = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+
+
+class WaitingReasonSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(
+        choices=list(waiting.REASONS),
+        help_text="starting, window_not_open and behind_others: planned; the others: queued.",
+    )
+    text = serializers.CharField()
+    occurrence = serializers.CharField(help_text="The window occurrence the reason is about.")
+    ahead = AheadSerializer(
+        many=True, help_text="Work held or planned in that occurrence before this job, per team."
+    )
+    share_position = serializers.IntegerField(
+        allow_null=True, help_text="The team's place in the fair share there (1: served first)."
+    )
+    share_teams = serializers.IntegerField(allow_null=True)
+
+
+class AlternativeSerializer(serializers.Serializer):
+    change = serializers.ChoiceField(choices=["gpus", "max_runtime", "flavor"])
+    text = serializers.CharField()
+    eta = serializers.DateTimeField(help_text="When the job would start with this change.")
+
+
 class JobDetailSerializer(JobSerializer):
     window = serializers.IntegerField(
         source="target_window_id",
@@ -222,6 +250,9 @@ class JobDetailSerializer(JobSerializer):
     occurrence = serializers.SerializerMethodField()
     kubernetes_job = serializers.SerializerMethodField()
     events = JobEventSerializer(many=True, read_only=True)
+    waiting_reason = serializers.SerializerMethodField()
+    eta = serializers.SerializerMethodField()
+    alternatives = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
         fields = [
@@ -239,8 +270,40 @@ class JobDetailSerializer(JobSerializer):
             "cluster_events",
             "log_tail",
             "events",
+            "waiting_reason",
+            "eta",
+            "alternatives",
         ]
         read_only_fields = fields
+
+    def _waiting(self, job):
+        """batch.waiting.explain, once per job and response."""
+        cache = self.context.setdefault("waiting", {})
+        if job.pk not in cache:
+            cache[job.pk] = waiting.explain(job)
+        return cache[job.pk]
+
+    @extend_schema_field(WaitingReasonSerializer(allow_null=True))
+    def get_waiting_reason(self, job):
+        """Why a queued or planned job is not running; null for any other status."""
+        found = self._waiting(job)
+        if found is None:
+            return None
+        return WaitingReasonSerializer(found).data
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_eta(self, job):
+        """When it will start (its planned start); null when no occurrence in view fits."""
+        found = self._waiting(job)
+        if found is None or found.eta is None:
+            return None
+        return serializers.DateTimeField().to_representation(found.eta)
+
+    @extend_schema_field(AlternativeSerializer(many=True))
+    def get_alternatives(self, job):
+        """Changes to the job that would start it sooner, soonest first."""
+        found = self._waiting(job)
+        return [] if found is None else AlternativeSerializer(found.alternatives, many=True).data
 
     @extend_schema_field(OccurrenceRefSerializer(allow_null=True))
     def get_occurrence(self, job):

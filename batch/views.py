@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError as FilterError
 
-from batch import actions, calendar
+from batch import actions, calendar, waiting
 from batch.api import filter_jobs, visible_jobs
 from batch.cluster import job_namespace
 from batch.forms import BatchJobForm
@@ -128,6 +128,7 @@ def job_detail(request, pk):
         "events": job.events.select_related("actor"),
         "namespace": job_namespace(job.team),
         "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
+        "waiting": waiting.explain(job),
     }
     return render(request, "batch/job_detail.html", context)
 

@@ -82,11 +82,24 @@ def _needs_postgresql(request):
         pytest.skip(f"needs PostgreSQL (DATABASE_URL=postgres://...), not {connection.vendor}")
 
 
+# What makes a test slow: a real worker, Prometheus, Chromium, a cluster, or a
+# long walk. `pytest -m "not slow"` leaves them out for a fast loop.
+SLOW_MARKERS = ("browser", "celery", "prometheus")
+SLOW_FIXTURES = {"backend", "cluster", "control_plane", "deployed", "live_server"}
+
+
 def pytest_collection_modifyitems(config, items):
     """A test marked `kubesim_only(why)` runs on kubesim alone: its real-cluster
-    case is deselected (it needs kubesim's clock or fault injection)."""
+    case is deselected (it needs kubesim's clock or fault injection). End-to-end
+    tests are marked `slow`."""
     kept, dropped = [], []
     for item in items:
+        if (
+            any(item.get_closest_marker(name) for name in SLOW_MARKERS)
+            or SLOW_FIXTURES & set(item.fixturenames)
+            or item.nodeid.startswith((*SPREAD_FIRST, "tests/test_demo.py::"))
+        ):
+            item.add_marker(pytest.mark.slow)
         marker = item.get_closest_marker("kubesim_only")
         params = getattr(getattr(item, "callspec", None), "params", {})
         if marker is not None:

@@ -224,9 +224,8 @@ def estimate_for(data, windows):
 
 
 def can_cancel(user, job):
-    if job.created_by_id == user.pk or quota_actions.can_review(user):
-        return True
-    return job.team.memberships.filter(user=user, role="manager").exists()
+    """Its submitter, the team's managers and platform admins."""
+    return job.created_by_id == user.pk or quota_actions.can_manage(user, job.team)
 
 
 def _record(job, *, action, from_status, to_status, actor=None, reason=""):

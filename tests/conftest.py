@@ -85,7 +85,18 @@ def _needs_postgresql(request):
 # What makes a test slow: a real worker, Prometheus, Chromium, a cluster, or a
 # long walk. `pytest -m "not slow"` leaves them out for a fast loop.
 SLOW_MARKERS = ("browser", "celery", "prometheus")
-SLOW_FIXTURES = {"backend", "cluster", "control_plane", "deployed", "live_server"}
+SLOW_FIXTURES = {
+    *("backend", "cluster", "control_plane", "deployed", "live_server"),
+    *("workers", "webhook_workers", "month"),
+}
+# Modules that build an image, start gunicorn or brokers, or migrate from the first.
+SLOW_MODULES = (
+    "tests/deploy/test_image_recipe.py::",
+    "tests/ops/",
+    "tests/test_broker.py::",
+    "tests/test_demo.py::",
+    "tests/test_migrations.py::",
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -97,7 +108,7 @@ def pytest_collection_modifyitems(config, items):
         if (
             any(item.get_closest_marker(name) for name in SLOW_MARKERS)
             or SLOW_FIXTURES & set(item.fixturenames)
-            or item.nodeid.startswith((*SPREAD_FIRST, "tests/test_demo.py::"))
+            or item.nodeid.startswith((*SPREAD_FIRST, *SLOW_MODULES))
         ):
             item.add_marker(pytest.mark.slow)
         marker = item.get_closest_marker("kubesim_only")

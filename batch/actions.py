@@ -349,6 +349,29 @@ def cancel(job, *, by, reason=""):
     return job
 
 
+@transaction.atomic
+def release_past_budget(job, *, by, reason=""):
+    """Let one held job run past its team's hard budget: platform admins, audited."""
+    if not quota_actions.can_review(by):
+        raise NotAllowed("Only platform admins can release a job past its team's budget.")
+    updated = BatchJob.objects.filter(
+        pk=job.pk, status__in=BatchJob.PLANNABLE, budget_override=False
+    ).update(budget_override=True)
+    if not updated:
+        raise IllegalTransition("Only a queued or planned job not released already can be.")
+    job.refresh_from_db()
+    _record(
+        job,
+        action="budget_release",
+        from_status=job.status,
+        to_status=job.status,
+        actor=by,
+        reason=reason or "Released past the team's budget.",
+    )
+    transaction.on_commit(lambda: request_plan("job released past its budget"))
+    return job
+
+
 def used_gpu_seconds(job, started, now):
     """GPU-seconds a job held from `started` to `now`: every pod's GPUs."""
     return max(int((now - started).total_seconds()), 0) * job.total_gpus
@@ -435,10 +458,12 @@ def recent_usage(now):
 def plan_inputs(now, state):
     """What a planner run needs at `now` with the carried counters of `state`
     (PlannerState): (windows with occurrences, {job id: waiting BatchJob},
-    keyword arguments of planner.plan). A query or so per kind of input."""
+    keyword arguments of planner.plan, {job id: why a budget holds it}). A query
+    or so per kind of input."""
     windows = windows_with_occurrences(now, now + horizon())
-    rows = {job.pk: job for job in BatchJob.objects.waiting().select_related("flavor")}
-    jobs = [planner_job(job) for job in rows.values()]
+    rows = {job.pk: job for job in BatchJob.objects.waiting().select_related("flavor", "team")}
+    held = held_by_budget(rows.values(), now)
+    jobs = [planner_job(job) for job in rows.values() if job.pk not in held]
     weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
     # Occurrences opening within the lead time are counted for no-starvation
     # for good: the run at the lead time plans the Jobs it creates suspended.
@@ -452,7 +477,39 @@ def plan_inputs(now, state):
         "waiting": load_waiting(state.waiting),
         "settle_until": now + timedelta(seconds=settings.PORTAL_BATCH_PLAN_LEAD),
     }
-    return windows, rows, inputs
+    return windows, rows, inputs, held
+
+
+# Plan.unplaced's code for a job a budget holds (the planner never sees it).
+HELD_BY_BUDGET = "held_by_budget"
+
+
+def held_by_budget(jobs, now):
+    """{job id: reason} of the waiting `jobs` that a hard budget holds. Per team, in
+    the planner's order (higher priority, then the oldest), the estimates add up
+    against what the team has left this month; a job that would take it past is
+    held and takes nothing, so a smaller one after it may still fit. A job an admin
+    released past the budget is never held, and counts."""
+    jobs = list(jobs)
+    left = hooks.budget_left({job.team_id for job in jobs}, now)
+    held = {}
+    committed = defaultdict(Decimal)
+    for job in sorted(jobs, key=lambda j: (j.team_id, -j.priority, j.created_at, j.pk)):
+        if job.team_id not in left:
+            continue
+        total = committed[job.team_id] + job.estimated_cost
+        if total > left[job.team_id] and not job.budget_override:
+            money = f"{{:.2f}} {settings.PORTAL_CURRENCY}".format
+            cost = money(job.estimated_cost)
+            held[job.pk] = (
+                f"Held by {job.team.name}'s budget: its estimated cost ({cost}) "
+                f"would take the team past it ({money(max(left[job.team_id], 0))} left this "
+                f"month, {money(committed[job.team_id])} of it for jobs ahead). "
+                "A platform admin can release it past the budget."
+            )
+            continue
+        committed[job.team_id] = total
+    return held
 
 
 def planner_job(job, **changes):
@@ -486,8 +543,11 @@ def replan(*, reason="", now=None):
     with transaction.atomic():
         state = PlannerState.locked()
         started = time.perf_counter()
-        windows, rows, inputs = plan_inputs(now, state)
+        windows, rows, inputs, held = plan_inputs(now, state)
         result = planner.plan(**inputs)
+        for job_id, reason in held.items():
+            result.reasons[job_id] = [reason]
+            result.unplaced[job_id] = HELD_BY_BUDGET
         factors = {w.pk: w for w, _, _ in windows}
         planned_in = {
             job.pk: (job.window_id, job.opens_at)

@@ -29,7 +29,14 @@ from batch.serializers import (
 from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
-from gpu_requests.api import ERROR_400, ERROR_404, ERROR_409, APIViewSetMixin, ReviewersWrite
+from gpu_requests.api import (
+    ERROR_400,
+    ERROR_403,
+    ERROR_404,
+    ERROR_409,
+    APIViewSetMixin,
+    ReviewersWrite,
+)
 from gpu_requests.models import Team
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
 
@@ -149,6 +156,19 @@ class JobViewSet(
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         actions.cancel(job, by=request.user, reason=form.validated_data["reason"])
+        return self._detail(job)
+
+    @extend_schema(
+        request=ReasonSerializer,
+        responses={200: JobDetailSerializer, 403: ERROR_403, 404: ERROR_404, 409: ERROR_409},
+    )
+    @action(detail=True, methods=["post"], url_path="release-past-budget")
+    def release_past_budget(self, request, pk=None):
+        """Let a job held by its team's hard budget run past it (platform admins)."""
+        job = self.get_object()
+        form = ReasonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        actions.release_past_budget(job, by=request.user, reason=form.validated_data["reason"])
         return self._detail(job)
 
 

@@ -195,6 +195,8 @@ class BatchJob(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     lost_gpu_minutes = models.PositiveIntegerField(default=0)
+    # An admin let it run past its team's hard budget (batch.actions.release_past_budget).
+    budget_override = models.BooleanField(default=False)
     # GPU-seconds it held, recorded when it ends: the "recent usage" of fair shares.
     used_gpu_seconds = models.PositiveBigIntegerField(default=0)
     cluster_message = models.TextField(blank=True)

@@ -8,4 +8,9 @@ urlpatterns = [
     path("jobs/new/", views.job_new, name="batch_job_new"),
     path("jobs/<int:pk>/", views.job_detail, name="batch_job_detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="batch_job_cancel"),
+    path(
+        "jobs/<int:pk>/release-past-budget/",
+        views.job_release_past_budget,
+        name="batch_job_release_past_budget",
+    ),
 ]

@@ -10,6 +10,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError as FilterError
 
 from batch import actions, calendar, waiting
@@ -129,6 +130,7 @@ def job_detail(request, pk):
         "namespace": job_namespace(job.team),
         "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
         "waiting": waiting.explain(job),
+        "can_release": quota_actions.can_review(request.user),
     }
     return render(request, "batch/job_detail.html", context)
 
@@ -154,6 +156,25 @@ def job_cancel(request, pk):
         if job.started_at is not None:
             done += " Its Job is deleted from the cluster; the GPU-time it held so far is charged."
         messages.success(request, done)
+    return redirect("batch_job_detail", pk=job.pk)
+
+
+@login_required
+@require_POST
+def job_release_past_budget(request, pk):
+    job = _get_job_for_user(request.user, pk)
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors["reason"]))
+        return redirect("batch_job_detail", pk=job.pk)
+    try:
+        actions.release_past_budget(job, by=request.user, reason=form.cleaned_data["reason"])
+    except quota_actions.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except quota_actions.ActionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Batch job #{job.pk} may run past its team's budget.")
     return redirect("batch_job_detail", pk=job.pk)
 
 

@@ -34,6 +34,7 @@ REASONS = {
     "too_big_there": "An earlier occurrence gives fewer GPUs of its flavor than it needs.",
     "too_big": "No window gives this many GPUs of its flavor.",
     "too_long": "No window is long enough for its maximum runtime.",
+    "held_by_budget": "Held: its estimated cost would take the team past its hard budget.",
     "no_window": "No window with capacity for its flavor opens in the planning horizon.",
 }
 
@@ -70,7 +71,9 @@ def explain(job, now=None):
         return None
     now = now or clock.now()
     state = PlannerState.objects.filter(pk=1).first() or PlannerState()
-    _, _, inputs = actions.plan_inputs(now, state)
+    _, _, inputs, held = actions.plan_inputs(now, state)
+    if job.pk in held:
+        return Explanation("held_by_budget", held[job.pk], None)
     result = planner.plan(**_with(inputs, actions.planner_job(job)))
     found = _reason(job.pk, result, inputs, now)
     found.alternatives = _alternatives(job, inputs, found.eta)

@@ -407,35 +407,52 @@ def reprice_from(start):
 
 
 @transaction.atomic
-def set_budget(team, amount, *, by):
-    """Set (or with None, remove) a team's monthly budget; audited with the old and new
-    amounts. Its managers and platform admins only."""
+def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
+    """Set (or with None, remove) a team's monthly budget and its mode; audited with
+    the old and new values. Its managers and platform admins only."""
     if not quota_actions.can_manage(by, team):
         raise quota_actions.NotAllowed("Only the team's managers and platform admins set budgets.")
     if amount is not None:
         amount = Decimal(amount)
         if amount <= 0 or amount >= Decimal("1e12"):
             raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
+    if mode not in Budget.Mode.values:
+        raise ValidationError({"mode": f"Give one of {', '.join(Budget.Mode.values)}."})
     # The row is locked so that two concurrent changes audit what each replaced.
     old = Budget.objects.select_for_update().filter(team=team).first()
-    before = "" if old is None else f"{old.monthly_amount:.2f}"
+    before = "none" if old is None else _budget_words(old.monthly_amount, old.mode)
     if amount is None:
         if old is None:
             return None
         old.delete()
-        budget, action, after = None, BudgetAction.REMOVE, ""
+        budget, action, after = None, BudgetAction.REMOVE, "none"
     else:
-        budget, _ = Budget.objects.update_or_create(team=team, defaults={"monthly_amount": amount})
-        action, after = BudgetAction.SET, f"{amount:.2f}"
+        budget, _ = Budget.objects.update_or_create(
+            team=team, defaults={"monthly_amount": amount, "mode": mode}
+        )
+        action, after = BudgetAction.SET, _budget_words(amount, mode)
         if before == after:
             return budget
-    AuditEvent.record(
-        team_id=team.pk,
-        action=action,
-        actor=by,
-        reason=f"{before or 'none'} -> {after or 'none'} {settings.PORTAL_CURRENCY} a month",
-    )
+    AuditEvent.record(team_id=team.pk, action=action, actor=by, reason=f"{before} -> {after}")
     return budget
+
+
+def _budget_words(amount, mode):
+    return f"{amount:.2f} {settings.PORTAL_CURRENCY} a month ({mode})"
+
+
+def budget_left(team_ids, now):
+    """{team id: what is left this month} of the teams with a hard budget, from the
+    ledger's month-to-date spend (at the configured charge). Two queries."""
+    budgets = dict(
+        Budget.objects.filter(team_id__in=team_ids, mode=Budget.Mode.HARD).values_list(
+            "team_id", "monthly_amount"
+        )
+    )
+    if not budgets:
+        return {}
+    spend = queries.spend_by_team(month_start(now), now)
+    return {team_id: amount - spend.get(team_id, 0) for team_id, amount in budgets.items()}
 
 
 def month_start(moment):

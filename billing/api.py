@@ -179,6 +179,11 @@ class BudgetSerializer(serializers.Serializer):
     monthly_amount = serializers.DecimalField(
         max_digits=14, decimal_places=2, allow_null=True, min_value=0
     )
+    mode = serializers.ChoiceField(
+        choices=Budget.Mode.choices,
+        default=Budget.Mode.SOFT,
+        help_text="soft: alerts at 50, 80 and 100 %; hard: also holds batch jobs past it.",
+    )
     currency = serializers.CharField(read_only=True)
 
 
@@ -187,11 +192,16 @@ class BudgetsView(APIView):
     def get(self, request):
         """Budgets of your teams (every team's for platform admins)."""
         budgets = Budget.objects.filter(team__in=quota_actions.teams_for(request.user))
-        rows = budgets.values_list("team__slug", "monthly_amount").order_by("team__slug")
+        rows = budgets.values_list("team__slug", "monthly_amount", "mode").order_by("team__slug")
         return Response(
             [
-                {"team": slug, "monthly_amount": str(amount), "currency": settings.PORTAL_CURRENCY}
-                for slug, amount in rows
+                {
+                    "team": slug,
+                    "monthly_amount": str(amount),
+                    "mode": mode,
+                    "currency": settings.PORTAL_CURRENCY,
+                }
+                for slug, amount, mode in rows
             ]
         )
 
@@ -204,8 +214,15 @@ class BudgetsView(APIView):
         team = quota_actions.teams_for(request.user).filter(slug=data["team"]).first()
         if team is None:
             raise Http404("No such team among yours.")
-        budget = actions.set_budget(team, data["monthly_amount"], by=request.user)
+        budget = actions.set_budget(
+            team, data["monthly_amount"], by=request.user, mode=data["mode"]
+        )
         amount = None if budget is None else str(budget.monthly_amount)
         return Response(
-            {"team": team.slug, "monthly_amount": amount, "currency": settings.PORTAL_CURRENCY}
+            {
+                "team": team.slug,
+                "monthly_amount": amount,
+                "mode": data["mode"] if budget else Budget.Mode.SOFT,
+                "currency": settings.PORTAL_CURRENCY,
+            }
         )

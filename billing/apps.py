@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class BillingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "billing"
+
+    def ready(self):
+        from billing import actions
+        from gpu_requests import hooks
+
+        hooks.on_budget_left(actions.budget_left)

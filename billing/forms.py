@@ -2,6 +2,8 @@ from decimal import Decimal
 
 from django import forms
 
+from billing.models import Budget
+
 
 class BudgetForm(forms.Form):
     monthly_amount = forms.DecimalField(
@@ -11,4 +13,7 @@ class BudgetForm(forms.Form):
         decimal_places=2,
         min_value=Decimal("0.01"),
         help_text="Leave empty for no budget.",
+    )
+    mode = forms.ChoiceField(
+        label="Mode", choices=Budget.Mode.choices, initial=Budget.Mode.SOFT, required=False
     )

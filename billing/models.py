@@ -87,12 +87,18 @@ def mig_fraction(flavor, parent, basis):
 
 
 class Budget(models.Model):
-    """A team's monthly spending goal, in `PORTAL_CURRENCY`."""
+    """A team's monthly spending goal, in `PORTAL_CURRENCY`: soft (alerts at 50, 80
+    and 100 %) or hard (also holds batch jobs that would take the team past it)."""
+
+    class Mode(models.TextChoices):
+        SOFT = "soft", "Soft: alerts only"
+        HARD = "hard", "Hard: alerts, and batch jobs past it are held"
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="budget")
     monthly_amount = models.DecimalField(
         max_digits=14, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))]
     )
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.SOFT)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):

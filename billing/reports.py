@@ -445,6 +445,32 @@ def idle_hint(team, flavor, now=None, days=30):
     }
 
 
+def budget_hint(team, flavor, gpus, starts_at, ends_at, now=None):
+    """For the quota request form: the team's budget, what is left of it this month,
+    and what the request would cost within this month (its hours before the month
+    ends; an open-ended one until then). None without a budget. Two queries."""
+    budget = Budget.objects.filter(team=team).first()
+    if budget is None:
+        return None
+    now = now or timezone.now()
+    month = Month.parse(None, now)
+    end = month.end
+    spent = queries.spend_by_team(month.start, now).get(team.pk, Decimal(0))
+    left = budget.monthly_amount - spent
+    first, last = max(starts_at, now), min(ends_at or end, end)
+    hours = max((last - first).total_seconds(), 0) / 3600
+    this_month = (Decimal(gpus) * flavor.price_per_gpu_hour * Decimal(hours)).quantize(
+        Decimal("0.01")
+    )
+    return {
+        "budget": budget,
+        "left": left,
+        "this_month": this_month,
+        "month_end": end,
+        "over_by": max(this_month - left, Decimal(0)),
+    }
+
+
 # --- admin ---
 
 TEAM_SORTS = {

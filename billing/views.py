@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
-from billing.models import WorkloadUsage
+from billing.models import Budget, WorkloadUsage
 from gpu_requests import actions as quota_actions
 
 
@@ -101,7 +101,10 @@ def team_page(request, slug):
             "threshold": settings.PORTAL_BILLING_IDLE_THRESHOLD * 100,
             "metering": _metering_status(),
             "budget_form": BudgetForm(
-                initial={"monthly_amount": getattr(report["budget"], "monthly_amount", None)}
+                initial={
+                    "monthly_amount": getattr(report["budget"], "monthly_amount", None),
+                    "mode": getattr(report["budget"], "mode", Budget.Mode.SOFT),
+                }
             ),
             "can_set_budget": can_set_budget,
             "passed_over": passed_over,
@@ -119,7 +122,12 @@ def team_budget(request, slug):
     form = BudgetForm(request.POST)
     if form.is_valid():
         try:
-            actions.set_budget(team, form.cleaned_data["monthly_amount"], by=request.user)
+            actions.set_budget(
+                team,
+                form.cleaned_data["monthly_amount"],
+                by=request.user,
+                mode=form.cleaned_data["mode"] or Budget.Mode.SOFT,
+            )
         except quota_actions.NotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
         except ValidationError as exc:

@@ -33,6 +33,9 @@ Events:
   `Notice` to each callback here, in the transaction (the webhooks record
   their deliveries there).
 
+Budgets: `on_budget_left(provider)` says what teams may still spend this
+month (billing's hard budgets), for batch to hold work past it.
+
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
 app above this one (provisioning's "How to use your namespace").
 """
@@ -43,6 +46,7 @@ _members_changed = []
 _notice = []
 _notice_many = {}  # callback -> its set-based twin
 _team_panels = []
+_budget_left = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -142,3 +146,18 @@ def on_team_panel(provider):
 def team_panels(team):
     """[(template name, context)] of the registered panels for `team`, in order."""
     return [panel for panel in (provider(team) for provider in _team_panels) if panel]
+
+
+def on_budget_left(provider):
+    """What teams may still spend this month where that holds work back (billing's hard
+    budgets): `provider(team_ids, now)` returns {team_id: amount left}."""
+    return _register(_budget_left, provider)
+
+
+def budget_left(team_ids, now):
+    """{team_id: amount left} of the teams some provider limits (the least, if several)."""
+    left = {}
+    for provider in _budget_left:
+        for team_id, amount in provider(team_ids, now).items():
+            left[team_id] = min(amount, left.get(team_id, amount))
+    return left

@@ -92,8 +92,15 @@ def test_budgets(client, carol, alice, bob, vision):
     response = client.post("/api/v1/billing/budgets/", body, content_type="application/json")
     assert response.status_code == 200
     assert client.get("/api/v1/billing/budgets/").json() == [
-        {"team": "vision", "monthly_amount": "250.00", "currency": "USD"}
+        {"team": "vision", "monthly_amount": "250.00", "mode": "soft", "currency": "USD"}
     ]
+    hard = {**body, "mode": "hard"}
+    response = client.post("/api/v1/billing/budgets/", hard, content_type="application/json")
+    assert response.json()["mode"] == "hard"
+    assert client.get("/api/v1/billing/budgets/").json()[0]["mode"] == "hard"
+    bad = {**body, "mode": "strict"}
+    response = client.post("/api/v1/billing/budgets/", bad, content_type="application/json")
+    assert response.status_code == 400 and "mode" in response.json()
     client.force_login(alice)
     response = client.post("/api/v1/billing/budgets/", body, content_type="application/json")
     assert response.status_code == 403

@@ -120,14 +120,17 @@ def test_budget_changes_are_audited_on_the_team_page(client, carol, alice, visio
         actions.set_budget(vision, Decimal("1"), by=alice)
     events = AuditEvent.objects.filter(team=vision, action__startswith="budget")
     assert [(e.action, e.actor, e.reason) for e in events] == [
-        ("budget_set", carol, "none -> 1500.00 USD a month"),
-        ("budget_set", carol, "1500.00 -> 2000.00 USD a month"),
-        ("budget_remove", carol, "2000.00 -> none USD a month"),
+        ("budget_set", carol, "none -> 1500.00 USD a month (soft)"),
+        ("budget_set", carol, "1500.00 USD a month (soft) -> 2000.00 USD a month (soft)"),
+        ("budget_remove", carol, "2000.00 USD a month (soft) -> none"),
     ]
     assert not Budget.objects.filter(team=vision).exists()
     client.force_login(alice)
     page = client.get("/teams/vision/").content.decode()
-    assert "Budget set" in page and "1500.00 -&gt; 2000.00 USD a month" in page
+    assert (
+        "Budget set" in page
+        and "1500.00 USD a month (soft) -&gt; 2000.00 USD a month (soft)" in page
+    )
     assert "Budget removed" in page
 
 

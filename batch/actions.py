@@ -501,11 +501,12 @@ def held_by_budget(jobs, now):
         if total > left[job.team_id] and not job.budget_override:
             money = f"{{:.2f}} {settings.PORTAL_CURRENCY}".format
             cost = money(job.estimated_cost)
+            ahead = committed[job.team_id]
+            ahead = f"; the team's jobs ahead of it take {money(ahead)}" if ahead else ""
             held[job.pk] = (
                 f"Held by {job.team.name}'s budget: its estimated cost ({cost}) "
                 f"would take the team past it ({money(max(left[job.team_id], 0))} left this "
-                f"month, {money(committed[job.team_id])} of it for jobs ahead). "
-                "A platform admin can release it past the budget."
+                f"month{ahead}). A platform admin can release it past the budget."
             )
             continue
         committed[job.team_id] = total

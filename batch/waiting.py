@@ -29,8 +29,10 @@ REASONS = {
     "starting": "Its occurrence is open: it is being started.",
     "window_not_open": "Planned; its window has not opened yet.",
     "behind_others": "Planned to start after work ahead of it in the same occurrence.",
-    "capacity_taken": "The capacity of an earlier occurrence is taken.",
-    "not_before_close": "Its maximum runtime does not fit before an earlier occurrence closes.",
+    "capacity_taken": "Work ahead of it takes the capacity of an earlier occurrence.",
+    "not_before_close": (
+        "Its maximum runtime does not fit in what was left of an earlier occurrence."
+    ),
     "too_big_there": "An earlier occurrence gives fewer GPUs of its flavor than it needs.",
     "too_big": "No window gives this many GPUs of its flavor.",
     "too_long": "No window is long enough for its maximum runtime.",

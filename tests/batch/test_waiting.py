@@ -136,7 +136,7 @@ def test_the_job_page_explains_the_wait(client, crowded):
     with time_machine.travel(NOON, tick=False):
         page = client.get(f"/batch/jobs/{crowded['big']}/").content.decode()
     assert "Why it is not running yet" in page
-    assert "The capacity of an earlier occurrence is taken." in page
+    assert "Work ahead of it takes the capacity of an earlier occurrence." in page
     assert "Vision: 1 job, 4 GPUs" in page
     assert "NLP is in place 2 of 2 teams" in page
     assert "With 3 GPUs per pod instead of 6: starts" in page

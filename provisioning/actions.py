@@ -120,22 +120,25 @@ def _describe_drift(obj, live):
     return f"{name} was changed outside the portal; restored."
 
 
-def reconcile(cluster, objects, applied):
-    """Apply the objects that differ from the live ones.
+def reconcile(cluster, objects, applied, *, read=False):
+    """Apply the objects that differ from what they should be. Returns (applied
+    hashes, writes, drift descriptions).
 
-    One GET per object (none after a missing namespace: nothing can be in it)
-    and one apply per object that differs. A team never synced has nothing to
-    compare with, so its objects are applied unread: server-side apply of what
-    is already there changes nothing. Returns (applied hashes, writes, drift
-    descriptions).
+    Without `read`, what was applied last (`applied`: a hash per object) is the
+    reference: an object whose hash is unchanged is neither read nor written, one
+    that changed is applied unread (server-side apply needs no read first). A
+    team never synced has nothing to compare with, so all of its objects are
+    applied. What someone else changed on the cluster is `check_drift`'s to find;
+    it has the team's next sync `read`: one GET per object (none after a missing
+    namespace: nothing can be in it), one apply per object that differs, and a
+    description of each difference from what was applied last.
     """
     new_applied, writes, drift = {}, 0, []
     namespace_missing = not applied
     for obj in objects:
         key, wanted = object_key(obj), object_hash(obj)
         meta = obj["metadata"]
-        live = None
-        if not namespace_missing:
+        if read and not namespace_missing:
             live = cluster.get(obj["kind"], meta["name"], meta.get("namespace"))
             namespace_missing = obj["kind"] == "Namespace" and live is None
             if obj["kind"] == "Namespace" and _terminating(live):
@@ -144,11 +147,14 @@ def reconcile(cluster, objects, applied):
                 raise kube.TransientClusterError(
                     f"namespace {meta['name']} is being terminated; it is made again once gone"
                 )
-        if live is not None and matches(obj, live):
+            if live is not None and matches(obj, live):
+                new_applied[key] = wanted
+                continue
+            if applied.get(key) == wanted:
+                drift.append(_describe_drift(obj, live))
+        elif not namespace_missing and applied.get(key) == wanted:
             new_applied[key] = wanted
             continue
-        if applied.get(key) == wanted:
-            drift.append(_describe_drift(obj, live))
         cluster.apply(obj, field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
         writes += 1
         new_applied[key] = wanted
@@ -185,12 +191,13 @@ def _record_error(team_id, token, generation, exc):
 def sync_team(team_id, *, cluster=None, force=False):
     """Make the cluster match the team's desired state. Idempotent.
 
-    Four queries and one GET per object (one GET in all for a new namespace),
-    plus one apply per object that differs. A team already in sync is skipped
-    after one query, with no API calls, unless `force`. Returns the number of
-    writes, or None if it did nothing (in sync, or held by another worker). Raises
-    TransientClusterError (retry later) or PermanentClusterError (don't), both
-    recorded on the team first.
+    Four queries and one apply per object whose desired state changed since it
+    was last applied, with no reads (`reconcile`); after `check_drift` found the
+    team's live objects changed, or with `force`, one GET per object as well. A
+    team already in sync is skipped after one query, with no API calls, unless
+    `force`. Returns the number of writes, or None if it did nothing (in sync, or
+    held by another worker). Raises TransientClusterError (retry later) or
+    PermanentClusterError (don't), both recorded on the team first.
     """
     now = timezone.now()
     token = _claim(team_id, now, force=force)
@@ -211,7 +218,8 @@ def sync_team(team_id, *, cluster=None, force=False):
             row = TeamSync.objects.select_related("team").get(team_id=team_id)
             generation = row.generation
             objects = desired_state(team_id, row=row).objects()
-            applied, count, drift = reconcile(cluster, objects, row.applied)
+            read = force or row.drifted
+            applied, count, drift = reconcile(cluster, objects, row.applied, read=read)
             writes += count
             # BEGIN and COMMIT are two more round trips: only drift needs them,
             # to record the repair together with the sync.
@@ -230,6 +238,8 @@ def sync_team(team_id, *, cluster=None, force=False):
                     "last_error_status": None,
                     "last_error_at": None,
                 }
+                if read:
+                    saved["drifted"] = False
                 # Done, and the claim released, unless the generation moved meanwhile.
                 released = team_sync.finish(
                     team_id, token, generation, **saved, status=Status.IN_SYNC
@@ -277,7 +287,8 @@ def check_drift(cluster=None):
     """Compare every in-sync team's objects with the live ones; queue the teams that differ.
 
     One LIST per kind for the whole cluster (paged by 500), whatever the number
-    of teams; the syncs queued then repair and record what they find.
+    of teams; the syncs queued then read the teams' objects, repair and record
+    what they find (`TeamSync.drifted`).
     """
     cluster = cluster or kube.cluster()
     rows = TeamSync.objects.filter(namespace_deleted_at__isnull=True, status=Status.IN_SYNC)
@@ -303,6 +314,7 @@ def check_drift(cluster=None):
     TeamSync.objects.filter(team_id__in=states).exclude(team_id__in=drifted).update(
         last_checked_at=timezone.now()
     )
+    TeamSync.objects.filter(team_id__in=drifted).update(drifted=True)
     for team_id in drifted:
         mark_dirty(team_id)
     enqueue(drifted)

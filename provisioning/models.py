@@ -28,6 +28,9 @@ class TeamSync(OutboxRow):
     # Hash of each object as we last applied it, by "Kind/name": a live object
     # that differs from a hash we still want was changed by someone else (drift).
     applied = models.JSONField(default=dict, blank=True)
+    # check_drift found live objects that differ: the next sync reads them all
+    # (a sync otherwise applies only what changed, unread).
+    drifted = models.BooleanField(default=False)
     # Digest of the desired state last synced: the sweep compares it with the
     # desired state now, which catches changes nobody marked (membership).
     synced_digest = models.CharField(max_length=32, blank=True)

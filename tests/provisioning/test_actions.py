@@ -121,6 +121,20 @@ def test_a_transient_error_is_recorded_and_left_for_a_retry(vision, backend, clu
     assert sync.claimed_until is None  # released for the retry
 
 
+def test_a_change_applies_only_the_object_it_changes_and_reads_nothing(
+    vision_quota, alice, demo_flavors, approve_now, backend, cluster
+):
+    backend.clear_requests()
+    approve_now(vision_quota, demo_flavors["h100"], alice, gpus=2)
+    assert actions.sync_team(vision_quota.pk) == 1
+    requests = backend.requests()
+    assert [(r["method"], r["path"].split("?")[0]) for r in requests] == [
+        ("PATCH", "/api/v1/namespaces/vision/resourcequotas/gpu-quota")
+    ]
+    hard = cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"]
+    assert hard["requests.nvidia.com/gpu"] == "6"
+
+
 def test_a_claimed_team_is_left_to_its_holder(vision, backend):
     actions.mark_dirty(vision.pk)
     TeamSync.objects.filter(team=vision).update(

@@ -5,7 +5,8 @@ authorizes every request by RBAC (the `kubesim` fixture of
 tests/provisioning/conftest.py).
 
 - With the role as deployed, the portal's whole cluster life (first sync, an
-  update, the drift check, the inventory, a batch Job created suspended,
+  update, the drift check, a drift repaired (the sync reads every object), the
+  inventory, a batch Job created suspended,
   released, watched to its end with its events, pods and log read, another
   cancelled, the team archived and its namespace deleted) succeeds and kubesim
   refuses nothing.
@@ -93,6 +94,21 @@ def portal_life(setup, flavors, backend, capture):
         batch_actions.replan(reason="test")
         batch_actions.cancel(jobs["other"], by=alice)
 
+    def repair_drift():
+        # Someone edits the team's objects; the drift check has the next sync read them.
+        outsider = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
+        try:
+            outsider.call(
+                "PATCH",
+                outsider.path("ResourceQuota", "gpu-quota", "vision"),
+                body={"spec": {"hard": {"requests.nvidia.com/gpu": "64"}}},
+                content_type="application/merge-patch+json",
+            )
+        finally:
+            outsider.close()
+        actions.check_drift()
+        actions.sync_team(team.pk)
+
     def archive():
         quota_actions.archive_team(team, by=admin)
         actions.sync_team(team.pk)
@@ -102,6 +118,7 @@ def portal_life(setup, flavors, backend, capture):
         ("first sync", lambda: approve("h100", 4)),
         ("update", lambda: approve("a100", 2)),
         ("drift check", actions.check_drift),
+        ("drift repaired", repair_drift),
         ("inventory", cluster_actions.record_inventory),
         ("batch job created", create_job),
         ("batch job run", run_job),
@@ -127,6 +144,9 @@ def test_the_deployed_role_lets_the_portal_do_everything(
             assert (
                 cluster.get("RoleBinding", "gpu-portal-team", "vision")["roleRef"]["name"] == "edit"
             )
+        if name == "drift repaired":
+            hard = cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"]
+            assert hard["requests.nvidia.com/gpu"] == "6"  # 4 H100 and 2 A100, restored
         if name == "inventory":
             assert GpuNode.objects.exists()
         if name == "batch job run":

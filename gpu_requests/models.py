@@ -6,8 +6,7 @@ from django.contrib.contenttypes.fields import GenericForeignKey
 from django.contrib.contenttypes.models import ContentType
 from django.core.validators import MaxLengthValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import F, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import F, Q
 from django.urls import reverse
 
 # The one limit on what people type: a request's justification and a
@@ -178,32 +177,6 @@ class QuotaRequestQuerySet(models.QuerySet):
         return self.filter(starts_at__lte=instant).filter(
             Q(ends_at__isnull=True) | Q(ends_at__gt=instant)
         )
-
-    def peak_reserved(self, flavor, starts_at, ends_at, *, exclude=None):
-        """Most GPUs of `flavor` reserved at any instant of [starts_at, ends_at).
-
-        Reservations only rise where one starts, so the peak is at `starts_at`
-        or at the start of an overlapping request inside the period. Two
-        queries, whatever the number of requests.
-        """
-        candidates = self.reserving().filter(flavor=flavor).overlapping(starts_at, ends_at)
-        if exclude is not None:
-            candidates = candidates.exclude(pk=exclude.pk)
-        at_start = candidates.reserved_at(starts_at).aggregate(total=Coalesce(Sum("gpus"), 0))
-        covering = (
-            candidates.filter(starts_at__lte=OuterRef("starts_at"))
-            .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=OuterRef("starts_at")))
-            .order_by()
-            .values("flavor")
-            .annotate(total=Sum("gpus"))
-            .values("total")
-        )
-        later = (
-            candidates.filter(starts_at__gt=starts_at)
-            .annotate(total=Subquery(covering))
-            .aggregate(peak=Coalesce(models.Max("total"), 0))
-        )
-        return max(at_start["total"], later["peak"])
 
 
 class FollowKind(models.TextChoices):

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import Flavor, Membership, Team
+from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -78,4 +78,29 @@ def submit(team, flavor, by, *, gpus=2, starts_at=None, ends_at=None, hours=24, 
         ends_at=ends_at,
         justification=reason,
         by=by,
+    )
+
+
+def peak_by_hand(flavor, starts_at, ends_at, *, exclude=None):
+    """The most GPUs of `flavor` that quota requests reserve at any instant of
+    [starts_at, ends_at), counted the slow obvious way: at the period's start and at
+    every request start inside it (where reservations rise), each covering request
+    summed. The oracle for gpu_requests.capacity's timeline."""
+    held = [
+        r
+        for r in QuotaRequest.objects.reserving().filter(flavor=flavor)
+        if exclude is None or r.pk != exclude.pk
+    ]
+    instants = {starts_at} | {
+        r.starts_at
+        for r in held
+        if r.starts_at > starts_at and (ends_at is None or r.starts_at < ends_at)
+    }
+    return max(
+        sum(
+            r.gpus
+            for r in held
+            if r.starts_at <= instant and (r.ends_at is None or r.ends_at > instant)
+        )
+        for instant in instants
     )

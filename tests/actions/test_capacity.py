@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from gpu_requests import actions
+from gpu_requests import actions, capacity
 from gpu_requests.models import QuotaRequest
 from tests.factories import FlavorFactory, next_week, submit
 
@@ -50,7 +50,7 @@ def test_the_peak_is_an_interval_question_not_a_sum(alice, vision, small, admin_
     approved(vision, small, alice, admin_user, gpus=2, starts_at=monday + timedelta(hours=5),
              hours=10)  # fmt: skip
     week = (monday - timedelta(days=1), monday + timedelta(days=2))
-    assert QuotaRequest.objects.peak_reserved(small, *week) == 4
+    assert capacity.peak_reserved(small, *week) == 4
     # Fits at hour 0-5 (2 reserved), does not fit across hour 5-15 (4 reserved).
     approved(vision, small, alice, admin_user, gpus=2, starts_at=monday, hours=5)
     blocked = submit(vision, small, alice, gpus=1, starts_at=monday + timedelta(hours=12), hours=1)
@@ -65,7 +65,7 @@ def test_open_ended_requests_reserve_forever(alice, vision, small, admin_user):
     with pytest.raises(actions.CapacityExceeded):
         actions.approve(far, by=admin_user)
     before = submit(vision, small, alice, gpus=4, starts_at=monday - timedelta(days=1), hours=24)
-    actions.approve(before, by=admin_user)
+    assert actions.approve(before, by=admin_user).status == "approved"  # ends as it starts
 
 
 def test_rejected_cancelled_and_revoked_requests_free_capacity(alice, vision, small, admin_user):
@@ -74,18 +74,26 @@ def test_rejected_cancelled_and_revoked_requests_free_capacity(alice, vision, sm
     actions.revoke(first, by=admin_user)
     cancelled = submit(vision, small, alice, gpus=4, starts_at=monday)
     actions.cancel(cancelled, by=alice)
-    approved(vision, small, alice, admin_user, gpus=4, starts_at=monday)
+    rejected = submit(vision, small, alice, gpus=4, starts_at=monday)
+    actions.reject(rejected, by=admin_user, reason="not now")
+    assert capacity.peak_reserved(small, monday, monday + timedelta(days=1)) == 0
+    last = approved(vision, small, alice, admin_user, gpus=4, starts_at=monday)
+    assert last.status == "approved"
 
 
 def test_flavors_are_counted_apart(alice, vision, small, h100, admin_user):
     monday = next_week()
     approved(vision, small, alice, admin_user, gpus=4, starts_at=monday)
-    approved(vision, h100, alice, admin_user, gpus=16, starts_at=monday)
+    # All of the small flavor reserved leaves the whole of H100 free.
+    assert approved(vision, h100, alice, admin_user, gpus=16, starts_at=monday).status == "approved"
 
 
-def test_the_peak_takes_two_queries(alice, vision, small, admin_user, django_assert_num_queries):
+def test_the_peak_takes_a_query_per_source(
+    alice, vision, small, admin_user, django_assert_num_queries
+):
     monday = next_week()
     for hour in range(4):
         approved(vision, small, alice, admin_user, gpus=1, starts_at=monday + timedelta(hours=hour))
-    with django_assert_num_queries(2):
-        assert QuotaRequest.objects.peak_reserved(small, monday, monday + timedelta(days=2)) == 4
+    # The quota requests, then each registered source (batch windows: their capacity).
+    with django_assert_num_queries(1 + len(capacity._sources)):
+        assert capacity.peak_reserved(small, monday, monday + timedelta(days=2)) == 4

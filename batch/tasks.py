@@ -5,8 +5,7 @@ from celery import shared_task
 from batch import actions
 from batch import cluster as batch_cluster
 from cluster import kube
-
-MAX_RETRIES = 8
+from cluster.tasks import MAX_RETRIES, sync_with_retries
 
 
 @shared_task(name="batch.plan", acks_late=True)
@@ -21,13 +20,7 @@ def tick():
 
 @shared_task(name="batch.sync_job", bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def sync_job(self, job_id):
-    try:
-        return batch_cluster.sync_job(job_id)
-    except kube.TransientClusterError as exc:
-        backoff = min(2**self.request.retries, 60)
-        raise self.retry(exc=exc, countdown=max(backoff, exc.retry_after or 0)) from None
-    except kube.PermanentClusterError:
-        return None  # shown on the job's page; retrying cannot help
+    return sync_with_retries(self, batch_cluster.sync_job, job_id)
 
 
 @shared_task(name="batch.sync_jobs", acks_late=True)

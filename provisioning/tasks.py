@@ -7,21 +7,13 @@ the team by the action before they get here.
 
 from celery import shared_task
 
-from cluster import kube
+from cluster.tasks import MAX_RETRIES, sync_with_retries
 from provisioning import actions
-
-MAX_RETRIES = 8
 
 
 @shared_task(name="provisioning.sync_team", bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def sync_team(self, team_id):
-    try:
-        return actions.sync_team(team_id)
-    except kube.TransientClusterError as exc:
-        backoff = min(2**self.request.retries, 60)
-        raise self.retry(exc=exc, countdown=max(backoff, exc.retry_after or 0)) from None
-    except kube.PermanentClusterError:
-        return None  # shown on the team's page; retrying cannot help
+    return sync_with_retries(self, actions.sync_team, team_id)
 
 
 @shared_task(name="provisioning.sweep", acks_late=True)

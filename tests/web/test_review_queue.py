@@ -75,8 +75,9 @@ def test_bulk_capacity_agrees_with_peak_reserved(admin_user, vision, alice, h100
 
 
 def test_it_approves_inline_with_htmx_and_returns_the_row_and_the_counts(
-    login, admin_user, pending, django_capture_on_commit_callbacks
+    login, admin_user, pending, django_capture_on_commit_callbacks, eager
 ):
+    # eager: the decision email is a task; it runs here as a worker would run it.
     client = login(admin_user)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(

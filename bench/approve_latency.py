@@ -26,6 +26,7 @@ at most 2x at p50 and p95.
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -77,6 +78,10 @@ class QuotaWatch:
         return client.call_api(method, url, header_params=headers, _request_timeout=3700).response
 
     def _read(self):
+        with contextlib.suppress(Exception):  # the stream ends with kubesim, at the end
+            self._read_events()
+
+    def _read_events(self):
         buffer = b""
         for chunk in self.response.stream(4096, decode_content=True):
             buffer += chunk

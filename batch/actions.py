@@ -68,28 +68,36 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
     """Window occurrences as reservations of their flavors' capacity, like approved quota.
 
     Registered with gpu_requests.capacity, so approvals and the review queue count
-    them. An open-ended period is looked at up to the capacity horizon. Two queries.
+    them. An open-ended period is looked at up to the capacity horizon. One query:
+    the enabled windows' capacities of those flavors, with their windows (a window
+    with none of them is not read, nor are its occurrences worked out).
     """
     ends_at = ends_at or quota_capacity.horizon(flavor_ids, starts_at)
-    held = []
-    for window, found, capacity in windows_with_occurrences(starts_at, ends_at):
-        if exclude_window is not None and window.pk == exclude_window.pk:
-            continue
-        for flavor_id, gpus in capacity.items():
-            if flavor_id in flavor_ids:
-                held.extend(
-                    quota_capacity.Reservation(
-                        window.pk,
-                        flavor_id,
-                        None,
-                        o.opens_at,
-                        o.closes_at,
-                        gpus,
-                        WINDOW_SOURCE,
-                        window.name,
-                    )
-                    for o in found
-                )
+    capacities = (
+        WindowCapacity.objects.filter(flavor_id__in=flavor_ids, window__enabled=True)
+        .select_related("window")
+        .order_by("window_id", "flavor__name")
+    )
+    if exclude_window is not None:
+        capacities = capacities.exclude(window_id=exclude_window.pk)
+    held, found = [], {}
+    for capacity in capacities:
+        window = capacity.window
+        if window.pk not in found:
+            found[window.pk] = window.occurrences(starts_at, ends_at)
+        held.extend(
+            quota_capacity.Reservation(
+                window.pk,
+                capacity.flavor_id,
+                None,
+                o.opens_at,
+                o.closes_at,
+                capacity.gpus,
+                WINDOW_SOURCE,
+                window.name,
+            )
+            for o in found[window.pk]
+        )
     return held
 
 

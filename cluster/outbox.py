@@ -82,9 +82,16 @@ class Outbox:
                 pass  # created meanwhile by another process
 
     def mark(self, key, **fields):
-        """Record that the unit's wanted state changed (two queries); `fields` are
-        written with the bump (e.g. a status)."""
-        self.ensure(key)
+        """Record that the unit's wanted state changed; `fields` are written with the
+        bump (e.g. a status). One UPDATE when the row exists (the usual case: a unit
+        is marked many times, made once); when not, the row is made as `mark_many`
+        makes it (an INSERT that yields to a concurrent one, no savepoint) and the
+        UPDATE runs again."""
+        if self.row(key).update(generation=F("generation") + 1, **fields):
+            return
+        self.model.objects.bulk_create(
+            [self.model(**{self.key: key}, generation=0)], ignore_conflicts=True
+        )
         self.row(key).update(generation=F("generation") + 1, **fields)
 
     def mark_many(self, keys, **fields):
@@ -96,8 +103,10 @@ class Outbox:
         self.rows(keys).update(generation=F("generation") + 1, **fields)
 
     def changed(self, key, **fields):
-        """Mark the unit and queue its task once the transaction commits."""
-        with transaction.atomic():
+        """Mark the unit and queue its task once the transaction commits. No savepoint:
+        nothing in `mark` is caught and carried on from, so its error (if any) ends
+        the caller's transaction as it would have with one."""
+        with transaction.atomic(savepoint=False):
             self.mark(key, **fields)
             transaction.on_commit(lambda: self.enqueue([key]))
 

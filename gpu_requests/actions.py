@@ -187,17 +187,23 @@ def _illegal(quota_request, allowed_from, action):
     )
 
 
-def _move(quota_request, *, to, allowed_from, action, actor=None, reason="", notify=True):
+def _move(
+    quota_request, *, to, allowed_from, action, actor=None, reason="", notify=True, locked=False
+):
     """Move the status if it is one of `allowed_from`, or raise IllegalTransition.
 
-    The row is locked first, so the audit event names the status it really
+    The row is locked first (unless the caller locked it and read its status in
+    this transaction: `locked`), so the audit event names the status it really
     left, and the UPDATE is still a compare-and-set on that status.
     """
-    if _locked_status(quota_request) not in allowed_from:
+    current = quota_request.status if locked else _locked_status(quota_request)
+    if current not in allowed_from:
         raise _illegal(quota_request, allowed_from, action)
+    now = timezone.now()
     QuotaRequest.objects.filter(pk=quota_request.pk, status=quota_request.status).update(
-        status=to, updated_at=timezone.now()
+        status=to, updated_at=now
     )
+    quota_request.updated_at = now
     from_status = quota_request.status
     quota_request.status = to
     event = _record(
@@ -326,11 +332,18 @@ def submit(
 def approve(quota_request, *, by, reason=""):
     require(Action.APPROVE, by, quota_request)
     now = timezone.now()
-    # Lock the flavor: approvals of one flavor queue up here, so the capacity
-    # check and the status change below see every earlier approval.
-    flavor = Flavor.objects.select_for_update().get(pk=quota_request.flavor_id)
-    quota_request.flavor = flavor
-    if _locked_status(quota_request) != Status.PENDING:
+    # Lock the flavor and the request in one statement: approvals of one flavor
+    # queue up here, so the capacity check and the status change below see every
+    # earlier approval, and the status read is the request's as it is now.
+    locked = (
+        QuotaRequest.objects.select_for_update(of=("self", "flavor"))
+        .select_related("flavor")
+        .only("status", "flavor")
+        .get(pk=quota_request.pk)
+    )
+    flavor = quota_request.flavor = locked.flavor
+    quota_request.status = locked.status
+    if quota_request.status != Status.PENDING:
         raise _illegal(quota_request, [Status.PENDING], Action.APPROVE)
     if quota_request.ends_at is not None and quota_request.ends_at <= now:
         raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
@@ -350,6 +363,7 @@ def approve(quota_request, *, by, reason=""):
         action=Action.APPROVE,
         actor=by,
         reason=reason,
+        locked=True,  # above, with the flavor
     )
     notices.decided(quota_request, decision)
     if quota_request.starts_at <= now:
@@ -360,6 +374,7 @@ def approve(quota_request, *, by, reason=""):
             allowed_from=[Status.APPROVED],
             action=Action.ACTIVATE,
             notify=False,
+            locked=True,  # still, and moved by this transaction
         )
     return quota_request
 

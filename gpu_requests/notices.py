@@ -1,6 +1,7 @@
 """What people are told when a quota request changes: one call per event.
 
-Each call queues the email for after the commit (as before) and hands one
+Each call queues the email for after the commit (a decision's to a worker, task
+`gpu_requests.send_decision`, so the request that decides renders none) and hands one
 `Notice` to every channel registered with `hooks.on_notice` inside the
 transaction, so a channel that records work (the webhooks' deliveries) commits
 or rolls back with the change. Channels read only the Notice: it says what
@@ -13,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import emails, hooks
+from gpu_requests import emails, hooks, tasks
 from gpu_requests.models import QuotaRequest
 
 
@@ -74,8 +75,12 @@ def submitted(quota_request):
 
 def decided(quota_request, decision):
     """An approval, rejection or revocation (`decision` is its AuditEvent)."""
-    # robust: a mail server that is down is logged, and does not undo the decision.
-    transaction.on_commit(lambda: emails.send_decision(decision.pk), robust=True)
+    # Rendered and sent by a worker. retry=False and robust: a broker that is down is
+    # logged at once (the email is lost, as it was with a mail server that is down)
+    # and neither holds up nor undoes the decision.
+    transaction.on_commit(
+        lambda: tasks.send_decision.apply_async((decision.pk,), retry=False), robust=True
+    )
     who = decision.actor.username if decision.actor else "the portal"
     hooks.notice(
         Notice(

@@ -41,7 +41,7 @@ team_sync = Outbox(
 
 
 def mark_dirty(team_id):
-    """Record that the team's desired state changed (two queries)."""
+    """Record that the team's desired state changed (one query; three the first time)."""
     team_sync.mark(team_id, status=_failing_stays_failing())
 
 
@@ -58,8 +58,9 @@ def enqueue(team_ids):
 
 
 def team_changed(team_id):
-    """A team's quota, membership or state changed: mark it and queue a sync on commit."""
-    with transaction.atomic():
+    """A team's quota, membership or state changed: mark it and queue a sync on commit.
+    No savepoint: a failed mark fails the caller's change, as a callback should."""
+    with transaction.atomic(savepoint=False):
         mark_dirty(team_id)
         transaction.on_commit(lambda: enqueue([team_id]))
 

@@ -15,6 +15,7 @@ from tests.clusters import (  # noqa: F401 (the cluster backends, for every test
     portal_rules,
 )
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer
+from tests.provisioning.conftest import eager  # noqa: F401 (tasks run inline, for every test)
 
 
 @pytest.fixture

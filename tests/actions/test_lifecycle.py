@@ -37,7 +37,10 @@ def test_it_stores_no_cost_for_open_ended_requests(alice, vision, h100):
     assert quota_request.hourly_cost == 8
 
 
-def test_it_approves_and_mails_the_requester(transactional_db, alice, vision, h100, admin_user):
+def test_it_approves_and_mails_the_requester(
+    transactional_db, alice, vision, h100, admin_user, eager
+):
+    # eager: the decision email is a task; it runs here as a worker would run it.
     quota_request = submit(vision, h100, alice)
     mail.outbox.clear()
     actions.approve(quota_request, by=admin_user, reason="fits")
@@ -60,7 +63,7 @@ def test_it_activates_at_once_when_approved_after_the_start(alice, vision, h100,
     ]
 
 
-def test_it_rejects_with_a_reason(transactional_db, alice, vision, h100, admin_user):
+def test_it_rejects_with_a_reason(transactional_db, alice, vision, h100, admin_user, eager):
     quota_request = submit(vision, h100, alice)
     actions.reject(quota_request, by=admin_user, reason="too many")
     event = quota_request.events.last()

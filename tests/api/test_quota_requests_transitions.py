@@ -221,3 +221,41 @@ def test_released_capacity_can_be_approved_again(vision, alice, admin_user, smal
 def test_it_only_takes_post(admin_user, pending, action):
     assert client_for(admin_user).get(f"{URL}{pending.pk}/{action}/").status_code == 405
     assert status_of(pending) == "pending"
+
+
+def test_an_approval_costs_a_fixed_handful_of_queries_and_renders_no_email(
+    admin_user, alice, vision, h100, django_assert_max_num_queries,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
+    from django.core import mail
+    from rest_framework.authtoken.models import Token
+
+    from gpu_requests import tasks
+    from notifications.models import Webhook
+    from provisioning.models import TeamSync
+
+    # As in production: the team was synced before; it and the admins have a webhook.
+    TeamSync.objects.create(team=vision, generation=1, synced_generation=1)
+    Webhook.objects.create(team=vision, url="https://hooks.example.com/v", secret="x")
+    Webhook.objects.create(team=None, url="https://hooks.example.com/a", secret="x")
+    quota_request = submit(vision, h100, alice, starts_at=next_week())
+    client = client_for()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin_user).key}")
+    mail.outbox.clear()
+    # 17: the token and its user; the reviewer's permissions (two, none for a superuser);
+    # the request; in the transaction (BEGIN and COMMIT, here a savepoint and its
+    # release): the request and its flavor locked, the reservations (quota, batch
+    # windows), the status moved, its audit event, the team's sync marked, the webhooks,
+    # their deliveries; the history for the answer; after the commit, the outbox's
+    # queued_at of the team's sync and of the deliveries, written just before their
+    # messages go out (so a message lost with the process is sent again at the next
+    # sweep). The decision email is a message too, rendered by a worker.
+    with django_assert_max_num_queries(17), django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"{URL}{quota_request.pk}/approve/", {}, format="json")
+    assert response.status_code == 200
+    assert response.json()["status"] == "approved"
+    assert [e["action"] for e in response.json()["events"]] == ["submit", "approve"]
+    assert mail.outbox == []  # queued for a worker, not rendered in the request
+    tasks.send_decision(AuditEvent.objects.get(action="approve").pk)  # what the worker runs
+    assert mail.outbox[0].to == ["alice@example.com"]
+    assert "was approved" in mail.outbox[0].subject

@@ -103,8 +103,9 @@ def log_out(page):
 
 
 def test_alice_requests_admin_approves_alice_sees_it(
-    transactional_db, page, alice, bob, nlp, vision, admin_user, h100, a100
+    transactional_db, page, alice, bob, nlp, vision, admin_user, h100, a100, eager
 ):
+    # eager: the decision email is a task; it runs in this process as a worker would.
     # Some company in the queue and the calendar, so the pages show real shapes.
     actions.approve(submit(nlp, a100, bob, gpus=6, starts_at=next_week(days=3)), by=admin_user)
     submit(nlp, a100, bob, gpus=12, starts_at=next_week(days=3), reason="Pretrain a 7B model")

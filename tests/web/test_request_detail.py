@@ -168,8 +168,9 @@ def test_revoke_matrix(login, users, admin_user, pending, who, status_code, afte
 
 
 def test_it_approves_with_a_reason_and_emails_the_requester(
-    login, admin_user, pending, django_capture_on_commit_callbacks
+    login, admin_user, pending, django_capture_on_commit_callbacks, eager
 ):
+    # eager: the decision email is a task; it runs here as a worker would run it.
     with django_capture_on_commit_callbacks(execute=True):
         response = login(admin_user).post(endpoint("approve", pending), {"reason": "go ahead"})
     assert response["Location"] == detail(pending)
@@ -181,7 +182,7 @@ def test_it_approves_with_a_reason_and_emails_the_requester(
 
 
 def test_it_rejects_and_emails_the_requester(
-    login, admin_user, pending, django_capture_on_commit_callbacks
+    login, admin_user, pending, django_capture_on_commit_callbacks, eager
 ):
     with django_capture_on_commit_callbacks(execute=True):
         login(admin_user).post(endpoint("reject", pending), {"reason": "too many"})

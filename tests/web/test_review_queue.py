@@ -73,8 +73,9 @@ def test_bulk_capacity_agrees_with_the_peak_counted_by_hand(admin_user, vision, 
 
 
 def test_it_approves_inline_with_htmx_and_returns_the_row_and_the_counts(
-    login, admin_user, pending, django_capture_on_commit_callbacks
+    login, admin_user, pending, django_capture_on_commit_callbacks, eager
 ):
+    # eager: the decision email is a task; it runs here as a worker would run it.
     client = login(admin_user)
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(

@@ -5,8 +5,9 @@ at the sample step, three instant queries at the hour's end); `measure` is a
 pure function of their answers; `billing.actions.ingest_hour` writes the rows.
 
 Range queries, not subqueries: each is evaluated at every step of
-[hour, hour + 1 h) and wraps raw samples in `last_over_time(x[step - 1ms])`,
-so a step sees only a sample scraped within that step. That keeps
+[hour, hour + 1 h) (the XIDs from the step before it) and wraps raw
+samples in `last_over_time(x[step - 1ms])`, so a step sees only a sample
+scraped within that step. That keeps
 backfilled data (no staleness markers) from lingering five minutes past a
 pod's end, and makes a scrape gap a gap (unmetered), not an echo of the
 sample before it.
@@ -100,7 +101,13 @@ def fetch_hour(hour, flavors, step=None):
     end = hour + timedelta(hours=1)
     answers = {}
     for name, promql in texts.items():
-        if name in RANGE_QUERIES:
+        if name == "xid":
+            # From the previous hour's last step: what a GPU read before this hour
+            # tells an XID first seen at this hour's first step from an old one.
+            answers[name] = prometheus.query_range(
+                promql, hour - timedelta(seconds=step), last_step, step
+            )
+        elif name in RANGE_QUERIES:
             answers[name] = prometheus.query_range(promql, hour, last_step, step)
         else:
             answers[name] = prometheus.query(promql, at=end)
@@ -311,7 +318,7 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
         if end is not None:
             uid = labels.get("uid", "")
             gpus = {key[:2] for key, _, _ in devices}
-            if uid in reclaimed or _hit_by_xid(gpus, xids, running[0][0], end, step):
+            if uid in reclaimed or _hit_by_xid(gpus, xids, end, step):
                 started = starts.get((namespace, pod, uid)) or running[0][0]
                 totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
 
@@ -387,17 +394,20 @@ def _lost_run(running, steps, listed, step):
     return None if seen is None else (last + step, seen)
 
 
-def _hit_by_xid(gpus, xids, first, end, step):
+def _hit_by_xid(gpus, xids, end, step):
     """A GPU of the pod reported a new XID that is not the application's from
     the pod's last running step to two steps after it was seen stopped (the
     exporter and kube-state-metrics are scraped apart: the XID can show a
-    scrape later)."""
+    scrape later). New: unlike what the GPU read at the step before that, which
+    can be the previous hour's last (`fetch_hour` reads the XIDs from there)."""
     ended, seen = end
+    last_running = ended - step
     for gpu in gpus:
         codes = xids.get(gpu, {})
-        before = codes.get(first, 0)
+        earlier = [moment for moment in codes if moment < last_running]
+        before = codes[max(earlier)] if earlier else 0
         for moment, code in codes.items():
-            if ended - step <= moment <= seen + 2 * step:
+            if last_running <= moment <= seen + 2 * step:
                 code = int(code)
                 if code and code != before and code not in APPLICATION_XIDS:
                     return True

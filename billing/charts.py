@@ -11,6 +11,9 @@ from gpu_requests import formats
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 40
+# A bar is never wider than this (a day of a month is 15): one or two rows do not
+# fill the plot as if they were one wide block.
+MAX_BAR_WIDTH = 40
 
 # series key -> (label, pattern id, colour); patterns are defined once in the SVG.
 STACK_SERIES = [
@@ -71,7 +74,9 @@ def _every(count, wanted=10):
 
 
 def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name="Day"):
-    """A stacked bar per row (e.g. per day), one segment per series."""
+    """A stacked bar per row (e.g. per day), one segment per series. Every row has
+    its slot (give the days without figures as rows too, so that a bar stands at
+    its date); the table lists the rows with figures."""
     chart = Chart(
         legend=[
             {"label": label, "swatch": pattern, "colour": colour}
@@ -83,6 +88,7 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name=
             [
                 [str(row[label_key]), *(formats.gpu_hours(row.get(key) or 0) for key, *_ in series)]
                 for row in rows
+                if any(row.get(key) for key, *_ in series)
             ],
         ),
     )
@@ -92,7 +98,7 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name=
     if not rows:
         return chart
     slot = chart.plot_width / len(rows)
-    width = max(slot * 0.7, 1)
+    width = min(max(slot * 0.7, 1), MAX_BAR_WIDTH)
     every = _every(len(rows))
     for index, row in enumerate(rows):
         x = chart.left + slot * index + (slot - width) / 2

@@ -5,7 +5,7 @@ at the sample step, three instant queries at the hour's end); `measure` is a
 pure function of their answers; `billing.actions.ingest_hour` writes the rows.
 
 Range queries, not subqueries: each is evaluated at every step of
-[hour, hour + 1 h) (the XIDs from the step before it) and wraps raw
+[hour, hour + 1 h) (the XIDs from a few minutes before it) and wraps raw
 samples in `last_over_time(x[step - 1ms])`, so a step sees only a sample
 scraped within that step. That keeps
 backfilled data (no staleness markers) from lingering five minutes past a
@@ -39,6 +39,10 @@ def _regex(values):
 
 OWNERS = "max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
 STARTS = "max by (namespace, pod, uid) (last_over_time(kube_pod_start_time[1h]))"
+# An XID shows up to this long before the pod it kills is seen failing: the
+# application fails at its next CUDA call (kubesim waits 30 s) and the exporter
+# collects every 30 s.
+XID_LEAD = 120
 # XIDs the device plugin puts down to the application (k8s-device-plugin's
 # health check skips them): the GPU is fine, the lost run is not credited.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
@@ -102,10 +106,11 @@ def fetch_hour(hour, flavors, step=None):
     answers = {}
     for name, promql in texts.items():
         if name == "xid":
-            # From the previous hour's last step: what a GPU read before this hour
-            # tells an XID first seen at this hour's first step from an old one.
+            # From before the hour: what a GPU read before an XID that killed a pod
+            # early in the hour tells it from an old one.
+            before = step * (1 + -(-XID_LEAD // step))
             answers[name] = prometheus.query_range(
-                promql, hour - timedelta(seconds=step), last_step, step
+                promql, hour - timedelta(seconds=before), last_step, step
             )
         elif name in RANGE_QUERIES:
             answers[name] = prometheus.query_range(promql, hour, last_step, step)
@@ -396,18 +401,18 @@ def _lost_run(running, steps, listed, step):
 
 def _hit_by_xid(gpus, xids, end, step):
     """A GPU of the pod reported a new XID that is not the application's from
-    the pod's last running step to two steps after it was seen stopped (the
-    exporter and kube-state-metrics are scraped apart: the XID can show a
-    scrape later). New: unlike what the GPU read at the step before that, which
-    can be the previous hour's last (`fetch_hour` reads the XIDs from there)."""
+    XID_LEAD (or a step) before the pod's last running step to two steps after
+    it was seen stopped (the exporter and kube-state-metrics are scraped apart:
+    the XID can show a scrape later). New: unlike what the GPU read before that,
+    which can be in the previous hour (`fetch_hour` reads the XIDs from there)."""
     ended, seen = end
-    last_running = ended - step
+    since = ended - step - max(step, XID_LEAD)
     for gpu in gpus:
         codes = xids.get(gpu, {})
-        earlier = [moment for moment in codes if moment < last_running]
+        earlier = [moment for moment in codes if moment < since]
         before = codes[max(earlier)] if earlier else 0
         for moment, code in codes.items():
-            if last_running <= moment <= seen + 2 * step:
+            if since <= moment <= seen + 2 * step:
                 code = int(code)
                 if code and code != before and code not in APPLICATION_XIDS:
                     return True

@@ -51,9 +51,7 @@ KSM_INSTANCE = "kube-state-metrics:8080"
 SPOT_LABEL = ("karpenter.sh/capacity-type", "spot")  # what the cluster file gives spot pools
 RECLAIM_GRACE = 120.0  # a reclaimed node goes this long after its notice (kubesim.control's)
 EVICTION_GRACE = 30.0  # an evicted pod is deleted after its terminationGracePeriodSeconds
-# The application's next CUDA call fails and its container exits: a scrape in between
-# sees the XID on the pod's GPU with the pod still holding it (what names the job hit).
-XID_CRASH_AFTER = 30.0
+XID_CRASH_AFTER = xid.CRASH_AFTER  # the pod on the GPU crashes this long after an XID
 ANSWER_FIELDS = [
     "hour",
     "namespace",

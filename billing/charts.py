@@ -35,7 +35,13 @@ def nice_max(value):
     return 10 * magnitude
 
 
-def ticks(maximum, count=4):
+def ticks(maximum, count=None):
+    """Gridline values from 0 to `maximum`: four steps, or five where four would not
+    be round (5 in steps of 1, not of 1.25 labelled "1.2")."""
+    if count is None:
+        count = next(
+            (n for n in (4, 5) if abs(maximum * 10 / n - round(maximum * 10 / n)) < 1e-9), 4
+        )
     return [maximum * i / count for i in range(count + 1)]
 
 

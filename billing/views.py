@@ -245,6 +245,7 @@ def health_page(request):
             "error": error,
             "metering": _metering_status(),
             "days": days,
+            "within_minutes": health.first_seen_within(days * 24) // 60,
             "spans": [(span, "24 hours" if span == 1 else f"{span} days") for span in health.SPANS],
         },
     )

@@ -96,13 +96,21 @@ def test_it_shows_the_last_day(page):
     assert "vision/off-the-bus" not in rows and "vision/ecc" not in rows
 
 
-def test_it_shows_the_last_month_with_when_each_was_last_seen(page):
+def test_it_shows_the_last_month_with_when_each_happened(page):
     html, rows = page(days="30")
     assert "XID errors in the last 30 days" in html
     assert "vision/ecc" in rows and "Double-bit ECC error" in rows
-    # The pod went 20 days ago at 12:30; its GPU last reported XID 48 at 12:29.
+    # The pod started 20 days ago at 12:00; its GPU reported XID 48 from 12:20.
     ecc = rows.split("vision/ecc")[1].split("</tr>")[0]
-    assert "10 Nov 12:29" in ecc
+    assert "Tue 10 Nov 12:20 UTC" in ecc
+
+
+def test_an_xid_older_than_the_span_says_so(page):
+    """A day and 25 minutes after XID 79 (Fri 27 Nov 12:20), the GPU still reported it
+    in the day's first minutes: listed, as having happened before the span."""
+    _, rows = page(at=datetime(2026, 11, 28, 12, 25, tzinfo=UTC), days="1")
+    off = rows.split("vision/off-the-bus")[1].split("</tr>")[0]
+    assert "before Fri 27 Nov 12:25 UTC" in off
 
 
 def test_an_unknown_span_is_the_default(page):

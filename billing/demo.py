@@ -271,7 +271,8 @@ def load_history_in_background(python, var_dir, data, url, hold, say, now=None):
 
     def progress(line):
         say(line)
-        hold.write_text(f"{line.removeprefix('history: ').capitalize()}.\n")
+        text = line.removeprefix("history: ")
+        hold.write_text(f"{text[:1].upper()}{text[1:]}.\n")  # capitalize() lowercased "Prometheus"
 
     began = time.monotonic()
     try:

@@ -11,6 +11,9 @@ from gpu_requests import formats
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 40
+# A bar is never wider than this (a day of a month is 15): one or two rows do not
+# fill the plot as if they were one wide block.
+MAX_BAR_WIDTH = 40
 
 # series key -> (label, pattern id, colour); patterns are defined once in the SVG.
 STACK_SERIES = [
@@ -32,7 +35,13 @@ def nice_max(value):
     return 10 * magnitude
 
 
-def ticks(maximum, count=4):
+def ticks(maximum, count=None):
+    """Gridline values from 0 to `maximum`: four steps, or five where four would not
+    be round (5 in steps of 1, not of 1.25 labelled "1.2")."""
+    if count is None:
+        count = next(
+            (n for n in (4, 5) if abs(maximum * 10 / n - round(maximum * 10 / n)) < 1e-9), 4
+        )
     return [maximum * i / count for i in range(count + 1)]
 
 
@@ -71,7 +80,9 @@ def _every(count, wanted=10):
 
 
 def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name="Day"):
-    """A stacked bar per row (e.g. per day), one segment per series."""
+    """A stacked bar per row (e.g. per day), one segment per series. Every row has
+    its slot (give the days without figures as rows too, so that a bar stands at
+    its date); the table lists the rows with figures."""
     chart = Chart(
         legend=[
             {"label": label, "swatch": pattern, "colour": colour}
@@ -83,6 +94,7 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name=
             [
                 [str(row[label_key]), *(formats.gpu_hours(row.get(key) or 0) for key, *_ in series)]
                 for row in rows
+                if any(row.get(key) for key, *_ in series)
             ],
         ),
     )
@@ -92,7 +104,7 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name=
     if not rows:
         return chart
     slot = chart.plot_width / len(rows)
-    width = max(slot * 0.7, 1)
+    width = min(max(slot * 0.7, 1), MAX_BAR_WIDTH)
     every = _every(len(rows))
     for index, row in enumerate(rows):
         x = chart.left + slot * index + (slot - width) / 2

@@ -25,15 +25,17 @@ from pathlib import Path
 DEMO_CLUSTER = Path(__file__).resolve().parents[1] / "kubesim" / "clusters" / "demo.yaml"
 SCRAPE_INTERVAL = "15s"
 HISTORY_DAYS = 30
-# Seconds: a month of the demo cluster loads in minutes, not an hour. Only the
-# generated hours are metered at this step (PORTAL_BILLING_HISTORY_*); live
-# hours at the production one, so a 3-minute batch job costs 3 minutes.
-HISTORY_STEP = 1800
-# The families billing reads (kubesim writes only these to the history).
+# Seconds between the history's samples: the production metering step
+# (PORTAL_BILLING_STEP's default), so the generated month is metered as live hours
+# are and a short job costs its minutes, not a sample's half hour.
+HISTORY_STEP = 60
+# The families billing reads (kubesim writes only these to the history). Not
+# DCGM_FI_DEV_GPU_UTIL: every reader takes it only where the profiling field is
+# missing, and kubesim's GPUs all have it (a sixth of the bytes; the live scrape has it).
 HISTORY_METRICS = (
     "kube_pod_container_resource_requests|kube_pod_status_phase|kube_pod_owner|kube_pod_start_time|"
     "kube_node_labels|kube_node_status_allocatable|DCGM_FI_PROF_GR_ENGINE_ACTIVE|"
-    "DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_XID_ERRORS"
+    "DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_XID_ERRORS"
 )
 H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 A100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/mig.strategy": "none"}
@@ -172,10 +174,11 @@ def _history_supported(python):
     return probe.returncode == 0 and b"openmetrics" in probe.stdout.lower()
 
 
-# promtool parses its whole input once per block it writes: at Prometheus' default
-# 2-hour blocks a month took 360 passes (six minutes); ten-day blocks take three.
-# (Prometheus reads blocks of up to a tenth of its retention; the demo keeps 400 days.)
-HISTORY_BLOCK = "240h"
+# promtool parses its whole input once per block it writes: kubesim writes the history
+# as a file per block, and each becomes its block while the next part is generated (the
+# two run side by side). 18 h: promtool makes blocks of 2 h x 3^n (a --max-block-duration
+# of 24h gives 18 h ones), aligned to the epoch as kubesim's parts are.
+HISTORY_BLOCK = "18h"
 HISTORY_LOADED = "history-loaded"  # under var/: written once Prometheus has the history
 # Prometheus looks for new blocks in its data directory once a minute.
 BLOCKS_SEEN_WITHIN = 120
@@ -194,34 +197,57 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=pr
     staging = var_dir / "history-blocks"
     shutil.rmtree(staging, ignore_errors=True)
     began = time.monotonic()
-    progress(f"history: generating {days} days of GPU samples from {start:%Y-%m-%d} (1/3)")
-    subprocess.run(
+    progress(
+        f"history: generating {days} days of GPU samples every {HISTORY_STEP} s "
+        f"from {start:%Y-%m-%d}, {HISTORY_BLOCK} at a time"
+    )
+    generator = subprocess.Popen(
         [python, "-m", "kubesim", "history", "--cluster", str(DEMO_CLUSTER),
          "--workload", str(workload),
          "--from", start.isoformat().replace("+00:00", "Z"),
          "--to", end.isoformat().replace("+00:00", "Z"), "--out", str(out),
-         "--step", f"{HISTORY_STEP}s", "--metrics", HISTORY_METRICS],
-        check=True, capture_output=True, timeout=1800,
+         "--step", f"{HISTORY_STEP}s", "--metrics", HISTORY_METRICS,
+         "--split", HISTORY_BLOCK],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    size = out.stat().st_size / 2**20
-    progress(f"history: writing Prometheus blocks from {size:.0f} MiB of samples (2/3)")
-    subprocess.run(
-        [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from", "openmetrics",
-         f"--max-block-duration={HISTORY_BLOCK}", str(out), str(staging)],
-        check=True, capture_output=True, timeout=1800,
-    )  # fmt: skip
-    out.unlink()
+    told = 0  # days said on the console so far
+    try:
+        for line in generator.stdout:
+            if not line.startswith('{"written"'):
+                continue
+            written = json.loads(line)
+            part = Path(written["written"])
+            subprocess.run(
+                [shutil.which("promtool") or "promtool", "tsdb", "create-blocks-from",
+                 "openmetrics", f"--max-block-duration={HISTORY_BLOCK}", str(part), str(staging)],
+                check=True, capture_output=True, timeout=1800,
+            )  # fmt: skip
+            part.unlink()
+            until = min(datetime.fromisoformat(written["until"].replace("Z", "+00:00")), end)
+            covered = (until - start) // timedelta(days=1)
+            if covered >= told + 5 or until == end:
+                told = covered
+                progress(
+                    f"history: {(until - start) / timedelta(days=1):.0f} of "
+                    f"{(end - start) / timedelta(days=1):.0f} days in Prometheus blocks"
+                )
+        if generator.wait(timeout=1800):
+            raise subprocess.CalledProcessError(
+                generator.returncode, "kubesim history", stderr=generator.stderr.read()
+            )
+    finally:
+        if generator.poll() is None:
+            generator.kill()
+            generator.wait()
+        generator.stdout.close()
+        generator.stderr.close()
     data.mkdir(parents=True, exist_ok=True)
     blocks = [block for block in staging.iterdir() if (block / "meta.json").is_file()]
     for block in blocks:
         block.rename(data / block.name)  # one directory each, on one filesystem: whole
     shutil.rmtree(staging, ignore_errors=True)
-    progress(f"history: {len(blocks)} blocks in {data} (3/3)")
-    (var_dir / HISTORY_END_FILE).write_text(end.isoformat())
+    progress(f"history: {len(blocks)} blocks in {data}")
     return start, time.monotonic() - began
-
-
-HISTORY_END_FILE = "history-end"
 
 
 def _prometheus_has(url, instant):
@@ -245,11 +271,14 @@ def load_history_in_background(python, var_dir, data, url, hold, say, now=None):
 
     def progress(line):
         say(line)
-        hold.write_text(f"{line.removeprefix('history: ').capitalize()}.\n")
+        text = line.removeprefix("history: ")
+        hold.write_text(f"{text[:1].upper()}{text[1:]}.\n")  # capitalize() lowercased "Prometheus"
 
     began = time.monotonic()
     try:
-        start, _ = load_history(python, var_dir, data, now=now, progress=progress)
+        start, _ = load_history(
+            python, var_dir, data, now=now, days=HISTORY_DAYS, progress=progress
+        )
         deadline = time.monotonic() + BLOCKS_SEEN_WITHIN
         while not _prometheus_has(url, start + timedelta(hours=12)):
             if time.monotonic() > deadline:
@@ -331,24 +360,20 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable, *, scrap
             f"            {HISTORY_DAYS} days of demo history load in the background "
             "(progress below; the Spend pages say so until it is in)"
         )
-        # The history ends at this hour: known now, so its hours keep their own step
-        # while it loads (see below).
+        # The history ends at the hour the demo started: every hour, generated or
+        # scraped, is metered at the production step (PORTAL_BILLING_STEP's default).
         loading_from = datetime.now(UTC)
-        (var_dir / HISTORY_END_FILE).write_text(
-            loading_from.replace(minute=0, second=0, microsecond=0).isoformat()
-        )
 
         def background(say):
             load_history_in_background(
                 python, var_dir, data, env["PORTAL_PROMETHEUS_URL"], hold, say, now=loading_from
             )
 
-    end_file = var_dir / HISTORY_END_FILE
-    if end_file.exists():
-        # The generated hours keep their own step; every later one is metered
-        # at the production default (PORTAL_BILLING_STEP, the scrape's minute).
-        env["PORTAL_BILLING_HISTORY_STEP"] = str(HISTORY_STEP)
-        env["PORTAL_BILLING_HISTORY_END"] = end_file.read_text().strip()
+    legacy = var_dir / "history-end"
+    if legacy.exists():
+        # History an older demo loaded at its 30-minute step keeps it until `make clean`.
+        env["PORTAL_BILLING_HISTORY_STEP"] = "1800"
+        env["PORTAL_BILLING_HISTORY_END"] = legacy.read_text().strip()
     commands = {
         "prometheus": [
             binary,

@@ -5,8 +5,9 @@ at the sample step, three instant queries at the hour's end); `measure` is a
 pure function of their answers; `billing.actions.ingest_hour` writes the rows.
 
 Range queries, not subqueries: each is evaluated at every step of
-[hour, hour + 1 h) and wraps raw samples in `last_over_time(x[step - 1ms])`,
-so a step sees only a sample scraped within that step. That keeps
+[hour, hour + 1 h) (the XIDs from a few minutes before it) and wraps raw
+samples in `last_over_time(x[step - 1ms])`, so a step sees only a sample
+scraped within that step. That keeps
 backfilled data (no staleness markers) from lingering five minutes past a
 pod's end, and makes a scrape gap a gap (unmetered), not an echo of the
 sample before it.
@@ -38,6 +39,10 @@ def _regex(values):
 
 OWNERS = "max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
 STARTS = "max by (namespace, pod, uid) (last_over_time(kube_pod_start_time[1h]))"
+# An XID shows up to this long before the pod it kills is seen failing: the
+# application fails at its next CUDA call (kubesim waits 30 s) and the exporter
+# collects every 30 s.
+XID_LEAD = 120
 # XIDs the device plugin puts down to the application (k8s-device-plugin's
 # health check skips them): the GPU is fine, the lost run is not credited.
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
@@ -100,7 +105,14 @@ def fetch_hour(hour, flavors, step=None):
     end = hour + timedelta(hours=1)
     answers = {}
     for name, promql in texts.items():
-        if name in RANGE_QUERIES:
+        if name == "xid":
+            # From before the hour: what a GPU read before an XID that killed a pod
+            # early in the hour tells it from an old one.
+            before = step * (1 + -(-XID_LEAD // step))
+            answers[name] = prometheus.query_range(
+                promql, hour - timedelta(seconds=before), last_step, step
+            )
+        elif name in RANGE_QUERIES:
             answers[name] = prometheus.query_range(promql, hour, last_step, step)
         else:
             answers[name] = prometheus.query(promql, at=end)
@@ -311,7 +323,7 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
         if end is not None:
             uid = labels.get("uid", "")
             gpus = {key[:2] for key, _, _ in devices}
-            if uid in reclaimed or _hit_by_xid(gpus, xids, running[0][0], end, step):
+            if uid in reclaimed or _hit_by_xid(gpus, xids, end, step):
                 started = starts.get((namespace, pod, uid)) or running[0][0]
                 totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
 
@@ -387,17 +399,20 @@ def _lost_run(running, steps, listed, step):
     return None if seen is None else (last + step, seen)
 
 
-def _hit_by_xid(gpus, xids, first, end, step):
+def _hit_by_xid(gpus, xids, end, step):
     """A GPU of the pod reported a new XID that is not the application's from
-    the pod's last running step to two steps after it was seen stopped (the
-    exporter and kube-state-metrics are scraped apart: the XID can show a
-    scrape later)."""
+    XID_LEAD (or a step) before the pod's last running step to two steps after
+    it was seen stopped (the exporter and kube-state-metrics are scraped apart:
+    the XID can show a scrape later). New: unlike what the GPU read before that,
+    which can be in the previous hour (`fetch_hour` reads the XIDs from there)."""
     ended, seen = end
+    since = ended - step - max(step, XID_LEAD)
     for gpu in gpus:
         codes = xids.get(gpu, {})
-        before = codes.get(first, 0)
+        earlier = [moment for moment in codes if moment < since]
+        before = codes[max(earlier)] if earlier else 0
         for moment, code in codes.items():
-            if ended - step <= moment <= seen + 2 * step:
+            if since <= moment <= seen + 2 * step:
                 code = int(code)
                 if code and code != before and code not in APPLICATION_XIDS:
                     return True

@@ -173,7 +173,9 @@ def team_report(team, month, view="month", now=None):
     report = team_figures(team, month)
     for row in report["daily"]:
         row["label"] = f"{row['day']:%d}"
-    report["daily_chart"] = charts.stacked_bars(report["daily"], "label")
+    report["daily_chart"] = charts.stacked_bars(
+        _every_day(report["daily"], month), "date", x_name=f"Day of {month.start:%B %Y} (UTC)"
+    )
     report["burn_chart"] = _burn_down(report["daily"], month, report["budget"], report["forecast"])
     ledger = WorkloadUsage.objects.filter(team=team)
     if view == "24h":
@@ -188,6 +190,16 @@ def team_report(team, month, view="month", now=None):
         )
     report["top_idle"] = report["groups"][: idle.TOP_GROUPS]
     return report
+
+
+def _every_day(daily, month):
+    """A row per day of `month` (days without figures empty), labelled with its date."""
+    by_day = {row["day"]: row for row in daily}
+    rows, day = [], month.start
+    while day < month.end:
+        rows.append({**by_day.get(day, {}), "date": f"{day:%-d %b}"})
+        day += timedelta(days=1)
+    return rows
 
 
 def budget_state(spent, amount):
@@ -556,7 +568,7 @@ def utilisation_charts(month):
         per_flavor.setdefault(row["flavor__name"], []).append(row)
     result = []
     for name, rows in per_flavor.items():
-        labels = [f"{row['day']:%d}" for row in rows]
+        labels = [f"{row['day']:%-d %b}" for row in rows]
         chart = charts.line_chart(
             labels,
             [
@@ -573,6 +585,7 @@ def utilisation_charts(month):
                 {"label": "Active", "values": [r["active_gpu_hours"] for r in rows]},
             ],
             "GPU-hours",
+            x_name=f"Day of {month.start:%B %Y} (UTC)",
         )
         result.append(
             {"name": name, "rows": rows, "chart": chart, "chart_id": f"flavor-{len(result)}"}

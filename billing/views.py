@@ -235,8 +235,9 @@ def health_page(request):
     reviewer = quota_actions.can_review(request.user)
     error = None
     events = []
+    days = health.span_days(request.GET.get("days"))
     try:
-        events = health.xid_events(at=timezone.now())
+        events = health.xid_events(hours=days * 24, at=timezone.now())
     except prometheus.PrometheusError as exc:
         error = str(exc)
     if not reviewer:
@@ -247,5 +248,12 @@ def health_page(request):
     return render(
         request,
         "billing/health.html",
-        {"events": events, "error": error, "metering": _metering_status()},
+        {
+            "events": events,
+            "error": error,
+            "metering": _metering_status(),
+            "days": days,
+            "within_minutes": health.first_seen_within(days * 24) // 60,
+            "spans": [(span, "24 hours" if span == 1 else f"{span} days") for span in health.SPANS],
+        },
     )

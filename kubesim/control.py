@@ -84,6 +84,8 @@ class ControlPlane:
         self._event_ids = itertools.count(1)
         self._random = random.Random()
         self._reclaims: dict[str, Reclaim] = {}  # node name -> its pending reclaim
+        # (when, pod uid, namespace, name, gpu, XID, resource): pods an XID crashes later.
+        self._xid_crashes: list[tuple] = []
         self._joins: list[tuple[datetime, dict]] = []  # (when, reclaimed node) replacements
         self._spot_pools: dict[str, dict] = {}  # pool name -> pool with reclaimRatePerHour
         self._next_reclaim: dict[str, datetime | None] = {}
@@ -354,6 +356,7 @@ class ControlPlane:
     def sync_nodes(self, pods: list[dict]) -> None:
         now = self.clock.now()
         self._advance_spot_capacity(now)
+        self._crash_after_xids(now)
         nodes, _ = self.store.list_refs("nodes")
         stamp = format_time(now)
         by_name = {}
@@ -491,10 +494,13 @@ class ControlPlane:
 
     def inject_xid(self, name: str, gpu: int, code: int) -> dict:
         """POST /_sim/nodes/{name}/gpus/{gpu}/xid: the driver reports an XID on one GPU.
-        The pod using that GPU crashes (its CUDA calls fail); unless the XID is one the
-        device plugin puts down to the application, the GPU turns unhealthy and the
-        node's allocatable for its resource drops, as the device plugin reports it."""
+        The pod using that GPU crashes xid.CRASH_AFTER seconds of the sim clock later
+        (its next CUDA call fails), so the exporter shows the XID with the pod still on
+        the GPU first, as the generated history does; unless the XID is one the device
+        plugin puts down to the application, the GPU turns unhealthy and the node's
+        allocatable for its resource drops at once, as the device plugin reports it."""
         now = self.clock.now()
+        crash_at = now + timedelta(seconds=xid.CRASH_AFTER)
         with self.store.lock:
             node = self.store.get("nodes", None, name)
             devices = [d for d in cluster.node_devices(node) if d.gpu == gpu]
@@ -513,11 +519,16 @@ class ControlPlane:
                 )
             keys = {d.key for d in devices}
             pods, _ = self.store.list_refs("pods", field_selector=f"spec.nodeName={name}")
-            crashed = []
+            crashing = []
             for pod in pods:
                 if scheduler.is_active(pod) and keys & set(scheduler.held_device_keys(pod)):
-                    self._crash_on_xid(pod, gpu, code, devices[0].resource, now)
-                    crashed.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+                    meta = pod["metadata"]
+                    self._xid_crashes.append(
+                        (crash_at, meta["uid"], meta["namespace"], meta["name"], gpu, code,
+                         devices[0].resource)
+                    )  # fmt: skip
+                    crashing.append(f"{meta['namespace']}/{meta['name']}")
+        self._wake.set()
         return {
             "node": name,
             "gpu": gpu,
@@ -525,8 +536,29 @@ class ControlPlane:
             "message": xid.message(code),
             "healthy": gpu not in xid.unhealthy_gpus(node),
             "allocatable": node["status"]["allocatable"],
-            "crashed": crashed,
+            "crashing": crashing,
+            "crash_at": format_time(crash_at) if crashing else None,
         }
+
+    def _crash_after_xids(self, now) -> None:
+        """The pods XIDs hit crash once their moment has come on the sim clock (at that
+        moment, however late the loop comes to it), unless the run ended by itself
+        first or the pod is gone."""
+        with self.store.lock:
+            due = sorted(c for c in self._xid_crashes if c[0] <= now)
+            self._xid_crashes = [c for c in self._xid_crashes if c[0] > now]
+            for when, uid, namespace, name, gpu, code, resource in due:
+                try:
+                    pod = self.store.get("pods", namespace, name)
+                except ApiError:
+                    continue
+                if pod["metadata"].get("uid") != uid:
+                    continue
+                started = kubelet.run_started_at(pod)
+                duration = kubelet.parse_duration(kubelet.annotation(pod, "duration"))
+                if started and started + timedelta(seconds=duration) <= when:
+                    continue  # it ended by itself first: the kubelet finishes it
+                self._crash_on_xid(pod, gpu, code, resource, when)
 
     def _crash_on_xid(self, pod: dict, gpu: int, code: int, resource: str, now) -> None:
         if (pod.get("status") or {}).get("phase") != "Running":

@@ -2,6 +2,7 @@
 
     python -m kubesim history --cluster FILE --workload FILE --from T --to T --out FILE
         [--step 60s] [--answer FILE.json|FILE.csv] [--threshold 0.05] [--metrics REGEX]
+        [--split 24h]
 
 Plays the workload on the cluster's nodes step by step (sim time, nothing served)
 and writes, per step, the samples the live endpoints would have served at that
@@ -51,9 +52,7 @@ KSM_INSTANCE = "kube-state-metrics:8080"
 SPOT_LABEL = ("karpenter.sh/capacity-type", "spot")  # what the cluster file gives spot pools
 RECLAIM_GRACE = 120.0  # a reclaimed node goes this long after its notice (kubesim.control's)
 EVICTION_GRACE = 30.0  # an evicted pod is deleted after its terminationGracePeriodSeconds
-# The application's next CUDA call fails and its container exits: a scrape in between
-# sees the XID on the pod's GPU with the pod still holding it (what names the job hit).
-XID_CRASH_AFTER = 30.0
+XID_CRASH_AFTER = xid.CRASH_AFTER  # the pod on the GPU crashes this long after an XID
 ANSWER_FIELDS = [
     "hour",
     "namespace",
@@ -664,6 +663,58 @@ class Spools:
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.out + ".tmp")
 
+    def step(self, at: float) -> None:
+        """Called before each step's samples (a whole file has no parts to close)."""
+
+
+class SplitSpools:
+    """`--split`: one OpenMetrics file per `split` seconds of history (aligned to the
+    epoch, as promtool aligns its blocks), OUT.000, OUT.001 ..., each written whole
+    as soon as its last step is played and announced on stdout as a JSON line, so a
+    loader can turn it into a block while the next is generated. promtool parses its
+    whole input once per block it writes: a file per block is parsed once."""
+
+    def __init__(self, out: str, families: list, selected, split: float, announce=print):
+        self.out, self.families, self.selected = out, families, selected
+        self.split, self.announce = split, announce
+        self.current: Spools | None = None
+        self.boundary = None
+        self.paths: list[str] = []
+        self.lines = 0
+
+    def _path(self) -> str:
+        return f"{self.out}.{len(self.paths):03d}"
+
+    def step(self, at: float) -> None:
+        if self.current is not None and at < self.boundary:
+            return
+        self._close()
+        self.boundary = (at // self.split + 1) * self.split
+        self.current = Spools(self._path(), self.families, self.selected)
+
+    def write(self, family: str, text: str, lines: int) -> None:
+        self.current.write(family, text, lines)
+
+    def _close(self) -> None:
+        if self.current is None:
+            return
+        path = self._path()
+        self.current.finish(path)
+        self.lines += self.current.lines
+        self.paths.append(path)
+        self.current = None
+        self.announce(json.dumps({"written": path, "until": format_time(_when(self.boundary))}))
+
+    def finish(self, out: str) -> None:
+        self._close()
+
+    def abort(self) -> None:
+        if self.current is not None:
+            self.current.abort()
+        for path in self.paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+
 
 class History:
     def __init__(
@@ -948,6 +999,7 @@ class History:
         step_count = int(-(-(self.end - self.start) // self.step))
         for index in range(step_count):
             at = self.start + index * self.step
+            spools.step(at)
             while upcoming is not None and upcoming.start <= at:
                 self._admit(upcoming, at)
                 upcoming = next(runs, None)
@@ -1132,8 +1184,10 @@ def generate(
     metrics: str | None = None,
     allowlist: dict | None = None,
     dcgm_honor_labels: bool = False,
+    split: float | None = None,
 ) -> dict:
-    """Write the OpenMetrics history and the answer; return a summary."""
+    """Write the OpenMetrics history (one file, or one per `split` seconds) and the
+    answer; return a summary."""
     if end <= start:
         raise HistoryError("--to must be after --from")
     try:
@@ -1163,7 +1217,12 @@ def generate(
     spools = answer = None
     began = time.monotonic()
     try:
-        spools = Spools(out, ksm.FAMILIES + dcgm.FAMILIES, selected)
+        families = ksm.FAMILIES + dcgm.FAMILIES
+        if split:
+            announce = lambda line: print(line, flush=True)  # noqa: E731
+            spools = SplitSpools(out, families, selected, split, announce)
+        else:
+            spools = Spools(out, families, selected)
         answer = (CsvAnswer if answer_path.endswith(".csv") else JsonAnswer)(answer_path, meta)
         history = History(nodes, workload, start, end, step, allowlist, dcgm_honor_labels, selected)
         history.play(spools, answer)
@@ -1175,13 +1234,16 @@ def generate(
             if partial is not None:
                 partial.abort()
         raise
-    return {
+    summary = {
         "samples": spools.lines,
         "answer_rows": answer.count,
         "seconds": round(time.monotonic() - began, 2),
         "out": out,
         "answer": answer_path,
     }
+    if split:
+        summary["files"] = spools.paths
+    return summary
 
 
 def main(argv=None) -> int:
@@ -1196,6 +1258,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="OpenMetrics file to write")
     parser.add_argument("--step", default="60s", help="time between samples (default 60s)")
     parser.add_argument("--answer", help="answer file, .json or .csv (default OUT.answer.json)")
+    parser.add_argument(
+        "--split",
+        help="write OUT.000, OUT.001 ... each SPLIT long (e.g. 24h, aligned to the epoch), "
+        "each announced on stdout as it is done",
+    )
     parser.add_argument("--threshold", type=float, help="busy at or above this ratio")
     parser.add_argument("--metrics", help="only families whose name matches this regex")
     parser.add_argument(
@@ -1226,6 +1293,7 @@ def main(argv=None) -> int:
             metrics=args.metrics,
             allowlist=allowlist,
             dcgm_honor_labels=args.dcgm_honor_labels,
+            split=parse_seconds(args.split, "--split", minimum=60) if args.split else None,
         )
     except (HistoryError, ValueError) as exc:
         print(f"python -m kubesim history: error: {exc}", file=sys.stderr)

@@ -16,6 +16,11 @@ from kubesim.clock import parse_time
 EVENTS_ANNOTATION = "kubesim.io/xid-events"
 MAX_EVENTS = 200
 COUNT_WINDOW_MS = 300_000  # dcgm-exporter's default --xid-count-window-size (5 minutes)
+# Seconds from an XID to the crash of the pod on that GPU: the application's next CUDA
+# call fails and its container exits. A scrape in between sees the XID on the pod's GPU
+# with the pod still holding it, which is what names the job hit (GPU health). The live
+# simulator and the generated history both wait this long.
+CRASH_AFTER = 30.0
 
 # The device plugin's health check skips these: the application caused them, the GPU is
 # still healthy (k8s-device-plugin health.go). Every other XID marks the device unhealthy.

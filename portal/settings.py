@@ -570,9 +570,10 @@ if 3600 % PORTAL_BILLING_STEP:
     raise ImproperlyConfigured(
         f"PORTAL_BILLING_STEP={PORTAL_BILLING_STEP} must divide an hour (3600 seconds)"
     )
-# History loaded at a coarser resolution than the scrape (the demo's generated
-# month, sampled every 30 minutes): hours before PORTAL_BILLING_HISTORY_END are
-# metered at PORTAL_BILLING_HISTORY_STEP, later ones at PORTAL_BILLING_STEP.
+# History loaded at a coarser resolution than the scrape (e.g. backfilled from a
+# downsampled store; the demo's generated month is sampled every minute and needs
+# none): hours before PORTAL_BILLING_HISTORY_END are metered at
+# PORTAL_BILLING_HISTORY_STEP, later ones at PORTAL_BILLING_STEP.
 # Each hour keeps the step it was metered at, and the pages say so.
 PORTAL_BILLING_HISTORY_STEP = env_int("PORTAL_BILLING_HISTORY_STEP", 0, minimum=0)
 if PORTAL_BILLING_HISTORY_STEP and 3600 % PORTAL_BILLING_HISTORY_STEP:

@@ -78,3 +78,52 @@ def test_team_and_admin_pages_draw_their_charts(
         assert page.locator("#teams tbody tr").count() == 2
         assert page.locator("#flavor-utilisation figure > svg").count() == 2
         shot(page, "billing_admin")
+
+
+def test_one_metered_day_draws_a_narrow_bar_at_its_date(
+    transactional_db,
+    page,  # noqa: F811
+    alice,
+    vision,
+    h100,
+):
+    """The first day of metering: one day's bar, a day wide, over its date, at a
+    phone's width and a laptop's, light and dark."""
+    meter(
+        datetime(2026, 11, 30, 9, tzinfo=UTC),
+        teams={(vision, h100): (4 * 3600, 3 * 3600, 3600, 0)},
+        workloads={
+            (vision, "vision", "Job", "train", h100): workload(4 * 3600, 3 * 3600, 3600, gpus=4)
+        },
+    )
+    with time_machine.travel(datetime(2026, 11, 30, 12, tzinfo=UTC), tick=False):
+        log_in(page, "alice")
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            for width, height in ((390, 844), (1440, 900)):
+                page.set_viewport_size({"width": width, "height": height})
+                page.goto("/billing/teams/vision/?month=2026-11")
+                chart = page.locator("#daily-chart > svg")
+                plot = chart.bounding_box()
+                bars = [r.bounding_box() for r in chart.locator("rect[data-tip]").all()]
+                assert len(bars) == 2  # active and idle, stacked
+                for bar in bars:
+                    # A thirtieth of the plot at most, in the month's last slot.
+                    assert bar["width"] <= plot["width"] / 30
+                    assert bar["x"] > plot["x"] + plot["width"] * 0.9
+                # On a phone the chart scrolls sideways and opens on its latest bar.
+                figure = page.locator("#daily-chart").bounding_box()
+                assert all(bar["x"] + bar["width"] <= figure["x"] + figure["width"] for bar in bars)
+                ticks = chart.locator("text[text-anchor='end']").evaluate_all(
+                    "texts => texts.map(t => t.textContent)"
+                )
+                assert ticks[:6] == ["0", "1", "2", "3", "4", "5"]  # 4 GPU-hours, axis to 5
+                labels = chart.locator("text[text-anchor='middle']").evaluate_all(
+                    "texts => texts.map(t => t.textContent)"
+                )
+                assert labels[0] == "1 Nov" and "28 Nov" in labels
+                assert "Day of November 2026 (UTC)" in chart.text_content()
+                page.locator("#daily-chart").scroll_into_view_if_needed()
+                page.locator("#daily-chart").screenshot(
+                    path=f"/tmp/shots/daily_one_day_{width}_{scheme}.png"
+                )

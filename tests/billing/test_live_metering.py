@@ -97,9 +97,12 @@ def test_an_idle_job_shows_idle_hours_on_its_report_card(
 
 
 @pytest.mark.kubesim_only("XIDs are injected into kubesim's GPUs")
-def test_a_pod_killed_by_an_xid_is_credited(settings, vision, backend, cluster):
-    """kubesim fails the pod on the GPU that reported XID 79; the exporter then
-    shows the XID on that GPU; the run is credited from its start."""
+def test_a_pod_killed_by_an_xid_is_named_on_gpu_health_and_credited(
+    settings, vision, backend, cluster, client, admin_user
+):
+    """The exporter shows XID 79 on the pod's GPU while the pod still holds it, so
+    GPU health names the job hit; 30 s later on kubesim's clock the pod fails (its
+    next CUDA call), and the run is credited from its start."""
     started = timezone.now()
     with metered_cluster(settings, backend, cluster):
         create_job(cluster, "trainer", {"kubesim.io/duration": "1h"}, "NVIDIA-H100-80GB-HBM3")
@@ -119,7 +122,19 @@ def test_a_pod_killed_by_an_xid_is_credited(settings, vision, backend, cluster):
         node = pod["spec"]["nodeName"]
         gpu = pod["metadata"]["annotations"]["kubesim.io/gpu-devices"].split("/")[1]
         answer = backend.xid(node, gpu, 79)
-        assert answer["crashed"] == [f"vision/{pod['metadata']['name']}"]
+        name = pod["metadata"]["name"]
+        assert answer["crashing"] == [f"vision/{name}"]
+
+        client.force_login(admin_user)
+
+        def named_on_health_page():
+            page = client.get("/billing/health/").content.decode()
+            return f"vision/{name}" in page and "GPU has fallen off the bus" in page and page
+
+        page = wait_for(named_on_health_page, timeout=30, interval=0.5)
+        assert f"kubectl drain {node}" in page
+        assert cluster.list("Pod", namespace="vision")[0]["status"]["phase"] == "Running"
+        backend.pass_time(30)
         credited = wait_for(
             lambda: (row := h100_row()) and row.lost_seconds and row, timeout=30, interval=0.5
         )

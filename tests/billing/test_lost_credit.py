@@ -221,3 +221,34 @@ def test_the_hostname_label_is_a_setting(settings, catalog, vision):
     assert (unnamed["node"], named["node"]) == ("", "gpu-h100-0")
     assert named["pod"] == "train-xid" and named["code"] == 79
     assert row(H10, "h100").lost_seconds == 2 * 30 * 60
+
+
+def test_an_xid_at_the_first_sample_of_the_pods_last_hour_is_credited(settings, catalog, vision):
+    """The pod ran from 09:30 and was last seen running at 10:00, the hour's first
+    sample, which is also where its GPU first shows XID 79: the XID is new (the GPU
+    read 0 at 09:59), so the run is lost and credited from its start."""
+    require_prometheus()
+    settings.PORTAL_BILLING_STEP = 60
+    hit = Pod(
+        "vision",
+        "train-early",
+        "gpu-h100-0",
+        "nvidia_com_gpu",
+        1,
+        at(9, 30),
+        at(10, 1),
+        devices=[Device(4, busy, xid=xid_at(30, 79))],
+        owner=("Job", "train"),
+        ends_as="Failed",
+    )
+    text = history.openmetrics(NODES, [hit], H9, H10 + timedelta(hours=1))
+    with tempfile.TemporaryDirectory(prefix="billing-xid-first-") as directory:
+        load_openmetrics(text, directory)
+        with running_prometheus(directory) as url:
+            settings.PORTAL_PROMETHEUS_URL = url
+            actions.ingest_hour(H9)
+            actions.ingest_hour(H10)
+    assert row(H9, "h100").lost_seconds == 0
+    last = row(H10, "h100")
+    assert last.allocated_seconds == 60
+    assert last.lost_seconds == 31 * 60  # 09:30 to the end of its 10:00 step

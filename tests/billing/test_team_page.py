@@ -144,3 +144,52 @@ def test_a_manager_sets_a_budget_and_bad_amounts_are_refused(client, carol, visi
     assert response.status_code == 200
     response = client.post("/billing/teams/vision/budget/", {"monthly_amount": "500"}, follow=True)
     assert "500.00 USD a month" in response.content.decode()
+
+
+def _daily_chart(page):
+    """The daily chart's bars {x, width, title} and x-axis labels, from its SVG."""
+    import re
+
+    svg = page.split('id="daily-chart"')[1].split("</svg>")[0]
+    bars = [
+        {"x": float(x), "width": float(width), "title": title}
+        for x, width, title in re.findall(
+            r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)"[^>]*data-tip="([^"]*)"', svg
+        )
+    ]
+    labels = re.findall(r'<text x="([\d.]+)" y="\d+" text-anchor="middle"[^>]*>([^<]*)</text>', svg)
+    names = re.findall(r'text-anchor="end" font-size="11">([^<]*)</text>', svg)
+    return bars, [(float(x), text) for x, text in labels], names
+
+
+def test_one_day_of_figures_is_one_narrow_bar_at_its_date(client, alice, usage):
+    """A month with a single metered day (the 10th) draws one bar of a day's
+    width where the 10th is, not one bar across the whole chart labelled "10"."""
+    from billing import charts
+
+    client.force_login(alice)
+    page = client.get("/billing/teams/vision/").content.decode()
+    bars, labels, names = _daily_chart(page)
+    assert {bar["title"] for bar in bars} == {
+        "10 Nov: Active 2 GPU-hours",
+        "10 Nov: Idle 6 GPU-hours",
+    }
+    slot = (charts.WIDTH - charts.LEFT - charts.RIGHT) / 30  # November's days
+    for bar in bars:
+        assert bar["width"] <= slot
+        # The 10th's slot is the tenth of thirty.
+        assert charts.LEFT + 9 * slot <= bar["x"] < charts.LEFT + 10 * slot
+    # Dates along the axis, the whole month: 1, 4, 7 ... 28 November.
+    assert [text for _, text in labels] == [f"{day} Nov" for day in range(1, 31, 3)]
+    assert "Day of November 2026 (UTC)" in names and "GPU-hours" in page
+    # The table lists the day with figures only.
+    table = page.split('id="daily-chart"')[1].split("</tbody>")[0]
+    assert table.count("<tr>") == 2 and "10 Nov" in table
+
+
+def test_a_bar_is_never_wider_than_a_few_days():
+    from billing import charts
+
+    chart = charts.stacked_bars([{"label": "10 Nov", "active_gpu_hours": 3}], "label")
+    assert chart.bars[0]["width"] == charts.MAX_BAR_WIDTH
+    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov")]

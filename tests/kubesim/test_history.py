@@ -1,6 +1,7 @@
 """python -m kubesim history: OpenMetrics that promtool loads and Prometheus answers
 from, the exact answer beside it, and clear errors for bad input."""
 
+import calendar
 import csv
 import json
 import os
@@ -145,6 +146,32 @@ def test_the_file_is_openmetrics_with_families_in_one_piece(generated):
         assert int(stamp) > last_time.get(key, 0), f"out of order: {line}"
         last_time[key] = int(stamp)
     assert {"kube_pod_container_resource_requests", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"} <= seen
+
+
+def test_split_writes_a_whole_file_per_part_aligned_to_the_epoch(tmp_path, generated):
+    """--split 90m: a file per 90 minutes from the epoch (as promtool aligns its
+    blocks), each OpenMetrics on its own, announced on stdout when written, and
+    together the very samples of the single file."""
+    _, whole, _ = generated
+    result = run_history(tmp_path, WORKLOAD, "--split", "90m")
+    assert result.returncode == 0, result.stderr
+    *announced, summary = [json.loads(line) for line in result.stdout.splitlines()]
+    paths = [a["written"] for a in announced]
+    assert paths == summary["files"]
+    assert paths == [str(tmp_path / f"history.om.{i:03d}") for i in range(len(paths))]
+    assert not (tmp_path / "history.om").exists()
+    samples = []
+    for entry in announced:
+        text = (tmp_path / os.path.basename(entry["written"])).read_text()
+        assert text.endswith("\n# EOF\n") and text.count("# EOF") == 1
+        until = calendar.timegm(time.strptime(entry["until"], "%Y-%m-%dT%H:%M:%SZ"))
+        assert until % 5400 == 0  # a multiple of 90 minutes since the epoch
+        stamps = [int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[0] != "#"]
+        assert max(stamps) < until and min(stamps) >= until - 5400
+        samples += [line for line in text.splitlines() if line[0] != "#"]
+    assert len(announced) >= 3  # four hours from a whole hour: three or four parts
+    assert sorted(samples) == sorted(line for line in whole.splitlines() if line[0] != "#")
+    assert summary["samples"] == len(samples)
 
 
 def test_history_has_the_series_the_live_endpoints_serve(generated):

@@ -12,6 +12,7 @@ import pytest
 import requests
 from kubernetes.client.rest import ApiException
 
+from kubesim.clock import parse_time
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
 from tests.kubesim.simhelpers import (
@@ -203,13 +204,23 @@ def test_a_fatal_xid_takes_the_gpu_away_and_crashes_its_pod(k):
 
     status, answer = post(k, "gpu-h100-0/gpus/0/xid", {"code": 79})
     assert status == 200
-    assert answer["healthy"] is False and answer["crashed"] == [f"{ns}/trainer"]
+    assert answer["healthy"] is False and answer["crashing"] == [f"{ns}/trainer"]
     node = k.core.read_node("gpu-h100-0")
     assert node.status.allocatable["nvidia.com/gpu"] == "1"
     assert node.status.capacity["nvidia.com/gpu"] == "2"  # the device plugin keeps capacity
 
-    crashed = k.core.read_namespaced_pod("trainer", ns)
-    assert crashed.status.phase == "Failed"
+    # For 30 s of the sim clock the exporter shows the XID on the GPU the pod still
+    # holds (what names the job hit); then the pod's next CUDA call fails.
+    line = sample(dcgm_page(k, "gpu-h100-0"), "DCGM_FI_DEV_XID_ERRORS", gpu="0")
+    assert 'pod="trainer"' in line and line.endswith(" 79")
+    assert k.core.read_namespaced_pod("trainer", ns).status.phase == "Running"
+    k.advance(30)
+    crashed = wait_for(
+        lambda: (p := k.core.read_namespaced_pod("trainer", ns)).status.phase == "Failed" and p
+    )
+    assert crashed.status.container_statuses[0].state.terminated.finished_at == (
+        parse_time(answer["crash_at"])
+    )
     assert crashed.status.container_statuses[0].state.terminated.exit_code == 1
     assert condition(crashed, "DisruptionTarget") is None  # a crash, not a disruption
     log = k.core.read_namespaced_pod_log("trainer", ns)
@@ -253,7 +264,8 @@ def test_an_application_xid_crashes_the_pod_but_keeps_the_gpu(k):
     status, answer = post(k, "gpu-h100-0/gpus/0/xid", {"code": 13})
     assert status == 200 and answer["healthy"] is True
     assert k.core.read_node("gpu-h100-0").status.allocatable["nvidia.com/gpu"] == "2"
-    assert k.core.read_namespaced_pod("buggy", ns).status.phase == "Failed"
+    k.advance(30)
+    wait_for(lambda: k.core.read_namespaced_pod("buggy", ns).status.phase == "Failed")
 
 
 def test_an_xid_on_a_mig_gpu_takes_all_its_instances(k):

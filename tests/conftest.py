@@ -84,17 +84,21 @@ def _needs_postgresql(request):
 
 def pytest_collection_modifyitems(config, items):
     """A test marked `kubesim_only(why)` runs on kubesim alone: its real-cluster
-    case is deselected (it needs kubesim's clock or fault injection)."""
+    case is deselected (it needs kubesim's clock or fault injection); one marked
+    `kubernetes_only(why)` runs on the real control plane alone (it needs what
+    kubesim does not serve, such as resource.k8s.io)."""
     kept, dropped = [], []
     for item in items:
-        marker = item.get_closest_marker("kubesim_only")
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if marker is not None:
-            assert marker.args, f"{item.nodeid}: kubesim_only needs a reason"
-            if params.get("backend") == "kubernetes":
-                dropped.append(item)
-                continue
-        kept.append(item)
+        for name, other in (("kubesim_only", "kubernetes"), ("kubernetes_only", "kubesim")):
+            marker = item.get_closest_marker(name)
+            if marker is not None:
+                assert marker.args, f"{item.nodeid}: {name} needs a reason"
+                if params.get("backend") == other:
+                    dropped.append(item)
+                    break
+        else:
+            kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -29,6 +29,7 @@ from cluster import actions as cluster_actions
 from cluster import kube
 from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
+from gpu_requests.models import Flavor
 from kubesim.auth import Attributes, rule_allows
 from provisioning import actions
 from provisioning.models import TeamSync
@@ -93,6 +94,22 @@ def portal_life(setup, flavors, backend, capture):
         batch_actions.replan(reason="test")
         batch_actions.cancel(jobs["other"], by=alice)
 
+    def inventory_with_dra():
+        # A DRA flavor in the catalog: the inventory reads DeviceClasses,
+        # ResourceSlices and ResourceClaims (kubesim answers 404, after RBAC).
+        dra = Flavor(
+            slug="h100-dra",
+            name="H100 DRA",
+            gpu_model="H100",
+            memory_gb=80,
+            device_class="gpu.nvidia.com",
+            capacity=0,
+            price_per_gpu_hour=1,
+        )
+        dra.full_clean()
+        dra.save()
+        cluster_actions.record_inventory()
+
     def archive():
         quota_actions.archive_team(team, by=admin)
         actions.sync_team(team.pk)
@@ -102,7 +119,7 @@ def portal_life(setup, flavors, backend, capture):
         ("first sync", lambda: approve("h100", 4)),
         ("update", lambda: approve("a100", 2)),
         ("drift check", actions.check_drift),
-        ("inventory", cluster_actions.record_inventory),
+        ("inventory", inventory_with_dra),
         ("batch job created", create_job),
         ("batch job run", run_job),
         ("batch job cancelled", cancel_job),

@@ -8,16 +8,27 @@ resource (docs/dra-findings.md), and the demo's GPU nodes do.
 """
 
 import pytest
+import yaml
+from django.utils import timezone
 
 from cluster import actions as cluster_actions
 from cluster import kube
 from cluster.inventory import DRA_UNAVAILABLE
-from cluster.models import FlavorCapacity, GpuNode
-from gpu_requests.models import Flavor
+from cluster.models import FlavorCapacity, GpuNode, NamespaceQuota
+from gpu_requests import actions as quota_actions
+from gpu_requests.models import AuditEvent, Flavor
+from provisioning import actions, views
 from tests.dra import objects
+from tests.factories import submit
 from tests.waiting import wait_for
 
 REAL = pytest.mark.kubernetes_only("kubesim does not serve resource.k8s.io (docs/dra.md)")
+
+
+@pytest.fixture(autouse=True)
+def queued(monkeypatch):
+    """Team syncs queued by a transition are run by the test itself (no worker)."""
+    monkeypatch.setattr(actions, "enqueue", lambda team_ids: team_ids)
 
 
 def dra_flavor(slug, device_class="gpu.nvidia.com", selector=""):
@@ -112,6 +123,98 @@ def test_the_inventory_counts_devices_from_slices_and_allocations_from_claims(
     assert flavors["h100"].capacity == 2  # what approvals now check
     node = GpuNode.objects.get(name="cpu-0")
     assert (node.allocatable, node.allocated) == ({objects.QUOTA_KEY: 2}, {objects.QUOTA_KEY: 1})
+
+
+@pytest.fixture
+def dra_quota(vision, alice, admin_user, cluster, published, django_capture_on_commit_callbacks):
+    """Vision holds one H100 by DRA, synced to the cluster."""
+    flavor = dra_flavor("h100-dra", selector=objects.H100_ONLY)
+    cluster_actions.record_inventory()  # the flavor's capacity: the two H100s published
+    flavor.refresh_from_db()
+    with django_capture_on_commit_callbacks(execute=True):
+        request = submit(vision, flavor, alice, gpus=1, starts_at=timezone.now())
+        quota_actions.approve(request, by=admin_user)
+    actions.sync_team(vision.pk)
+
+    def counted():
+        quota = cluster.get("ResourceQuota", "gpu-quota", "vision")
+        return objects.QUOTA_KEY in ((quota.get("status") or {}).get("hard") or {})
+
+    # Quota admission refuses everything it caps until the quota controller has
+    # written the quota's status.
+    wait_for(counted, timeout=30)
+    return flavor
+
+
+@REAL
+def test_the_quota_caps_the_device_class_and_the_api_server_enforces_it(vision, cluster, dra_quota):
+    assert cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"] == {
+        objects.QUOTA_KEY: "1"
+    }
+    cluster.apply(objects.claim("one", "vision"), field_manager="tests")
+    with pytest.raises(kube.PermanentClusterError) as refused:
+        cluster.apply(objects.claim("two", "vision"), field_manager="tests")
+    key = objects.QUOTA_KEY
+    assert refused.value.status == 403
+    assert str(refused.value).endswith(
+        # The server's own words: the resource is named with its group.
+        f'resourceclaims.resource.k8s.io "two" is forbidden: exceeded quota: gpu-quota, '
+        f"requested: {key}=1, used: {key}=1, limited: {key}=1"
+    )
+
+
+@REAL
+def test_the_drift_check_restores_the_device_class_cap(vision, cluster, dra_quota):
+    cluster.call(
+        "PATCH",
+        cluster.path("ResourceQuota", "gpu-quota", "vision"),
+        body={"spec": {"hard": {objects.QUOTA_KEY: "64"}}},
+        content_type="application/merge-patch+json",
+    )
+    assert actions.check_drift() == [vision.pk]
+    actions.sync_team(vision.pk)
+    hard = cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"]
+    assert hard == {objects.QUOTA_KEY: "1"}
+    repaired = AuditEvent.objects.get(action="drift_repaired")
+    assert f"{objects.QUOTA_KEY}: 64 -> 1" in repaired.reason
+
+
+@REAL
+def test_the_teams_example_runs_on_a_matching_device_and_a_second_waits_for_quota(
+    vision, cluster, dra_quota
+):
+    """The team page's example for a DRA flavor, applied as it is: the scheduler
+    allocates an H100 for it. The same example again (renamed) is over the quota:
+    its pod is admitted and waits, and the inventory shows the claim controller's
+    refusal against the team's quota row."""
+    _, context = views.namespace_panel(vision)
+    ((flavor, text),) = context["examples"]
+    assert flavor == dra_quota
+    template, job = yaml.safe_load_all(text)
+    assert template["kind"] == "ResourceClaimTemplate"
+    for obj in (template, job):
+        cluster.apply(obj, field_manager="tests")
+
+    def claims():
+        return cluster.list("ResourceClaim", namespace="vision")
+
+    wait_for(lambda: any((c.get("status") or {}).get("allocation") for c in claims()), timeout=60)
+    (claim,) = claims()
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "cpu-0"  # an H100, as the flavor's selector asks
+
+    job["metadata"]["name"] = "second"
+    cluster.apply(job, field_manager="tests")
+
+    def refused():
+        cluster_actions.record_inventory()
+        row = NamespaceQuota.objects.filter(team=vision, resource_name=objects.QUOTA_KEY).first()
+        return row is not None and row.refusing
+
+    wait_for(refused, timeout=60)
+    row = NamespaceQuota.objects.get(team=vision, resource_name=objects.QUOTA_KEY)
+    assert (row.hard, row.used) == (1, 1)
+    assert f"exceeded quota: gpu-quota, requested: {objects.QUOTA_KEY}=1" in row.refused_message
 
 
 @pytest.mark.kubesim_only("kubesim answers as a server without DRA does")

@@ -82,10 +82,27 @@ def manifest(job):
         suspend=not released,
         active_deadline_seconds=job.deadline_seconds if released else None,
         annotations=job.annotations,
+        dra=job.flavor.is_dra,
     )
     if job.status in BatchJob.FINISHED:
         obj["spec"]["ttlSecondsAfterFinished"] = settings.PORTAL_BATCH_JOB_TTL
     return obj
+
+
+def claim_template(job, *, owner_uid):
+    """The ResourceClaimTemplate of a DRA job (flavor and team loaded), owned by its
+    Job (`owner_uid`)."""
+    return manifests.batch_claim_template(
+        job_id=job.pk,
+        namespace=job_namespace(job.team),
+        team_slug=job.team.slug,
+        window_id=job.window_id,
+        opens_at=job.opens_at,
+        device_class=job.flavor.device_class,
+        device_selector=job.flavor.device_selector,
+        gpus=job.gpus,
+        owner_uid=owner_uid,
+    )
 
 
 def sync_job(job_id, *, cluster=None):
@@ -120,10 +137,19 @@ def sync_jobs(job_ids, *, cluster=None):
         try:
             if job.status in (Status.CANCELLED, Status.PREEMPTED, Status.QUEUED):
                 # Queued again (plan revised, or preempted): planning creates it anew.
+                # A DRA job's claim template goes with it (owned by the Job).
                 cluster.delete("Job", job.kubernetes_name, job_namespace(job.team))
                 results[job.pk] = "deleted"
             else:
-                cluster.apply(manifest(job), field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
+                live = cluster.apply(
+                    manifest(job), field_manager=settings.PORTAL_KUBE_FIELD_MANAGER
+                )
+                if job.flavor.is_dra:
+                    # One more call: the template its pods' claims are made from,
+                    # owned by the Job so the garbage collector deletes it with the
+                    # Job (cancel, requeue, TTL). Made while the Job is suspended.
+                    template = claim_template(job, owner_uid=live["metadata"]["uid"])
+                    cluster.apply(template, field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
                 results[job.pk] = "applied"
         except kube.ClusterError as exc:
             results[job.pk] = _record_error(job.pk, row.generation, token, exc)

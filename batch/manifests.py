@@ -5,7 +5,7 @@ Kubernetes schemas. The name is fixed by the job's id, so a retried create or
 release lands on the same object.
 """
 
-from provisioning.manifests import CONTAINER_SECURITY, POD_SECURITY
+from provisioning.manifests import CONTAINER_SECURITY, POD_SECURITY, claim_template
 
 MANAGED_BY = "gpu-portal"
 TEAM_LABEL = "gpu-portal.io/team"
@@ -17,6 +17,46 @@ BACKOFF_LIMIT = 3
 
 def job_name(job_id):
     return f"batch-{job_id}"
+
+
+def _labels(job_id, team_slug, window_id, opens_at):
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        TEAM_LABEL: team_slug,
+        JOB_LABEL: str(job_id),
+        WINDOW_LABEL: str(window_id or "none"),
+        OCCURRENCE_LABEL: occurrence_value(opens_at),
+    }
+
+
+def batch_claim_template(
+    *,
+    job_id,
+    namespace,
+    team_slug,
+    window_id,
+    opens_at,
+    device_class,
+    device_selector,
+    gpus,
+    owner_uid,
+):
+    """The ResourceClaimTemplate a DRA job's pods claim their devices from: the
+    flavor's DeviceClass and selector, `gpus` devices a pod. Named as the Job, so a
+    retried apply lands on it, and owned by the Job (`owner_uid`), so it is
+    deleted with it; each pod's claim goes with the pod."""
+    template = claim_template(
+        namespace=namespace,
+        name=job_name(job_id),
+        device_class=device_class,
+        device_selector=device_selector,
+        gpus=gpus,
+    )
+    template["metadata"]["labels"] = _labels(job_id, team_slug, window_id, opens_at)
+    template["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": job_name(job_id), "uid": owner_uid}
+    ]
+    return template
 
 
 def occurrence_value(opens_at):
@@ -77,21 +117,24 @@ def batch_job(
     suspend=True,
     active_deadline_seconds=None,
     annotations=None,
+    dra=False,
 ):
     """A `batch/v1` Job, suspended until released. Spot jobs ignore pod disruptions
-    (a reclaimed pod is replaced in place without counting as a failure)."""
-    labels = {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        TEAM_LABEL: team_slug,
-        JOB_LABEL: str(job_id),
-        WINDOW_LABEL: str(window_id or "none"),
-        OCCURRENCE_LABEL: occurrence_value(opens_at),
-    }
-    limits = {resource_name: str(gpus_per_pod)}
+    (a reclaimed pod is replaced in place without counting as a failure).
+
+    `dra`: the job's flavor is held by DRA: each pod gets a claim made from the
+    job's ResourceClaimTemplate (`batch_claim_template`, same name) instead of
+    `resources.limits` of an extended resource."""
+    labels = _labels(job_id, team_slug, window_id, opens_at)
+    if dra:
+        resources = {"claims": [{"name": "gpus"}]}
+    else:
+        limits = {resource_name: str(gpus_per_pod)}
+        resources = {"limits": limits, "requests": dict(limits)}
     container = {
         "name": "main",
         "image": image,
-        "resources": {"limits": limits, "requests": dict(limits)},
+        "resources": resources,
         "securityContext": CONTAINER_SECURITY,
     }
     if command:
@@ -109,6 +152,10 @@ def batch_job(
         "tolerations": [*tolerations, *spot_tolerations],
         "affinity": affinity,
     }
+    if dra:
+        pod_spec["resourceClaims"] = [
+            {"name": "gpus", "resourceClaimTemplateName": job_name(job_id)}
+        ]
     spec = {
         "suspend": suspend,
         "parallelism": parallelism,

@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cluster import kube
-from cluster.inventory import quota_usage, take_inventory
+from cluster.inventory import Dra, quota_usage, take_inventory
 from cluster.models import FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor, Team, namespace_of
@@ -20,7 +20,11 @@ def record_inventory(cluster=None, now=None):
     the approval check counts what the cluster has, at no extra query.
 
     Four LISTs (plus one per further page of 500): Nodes, Pods, ResourceQuotas
-    and quota refusals (FailedCreate events). A flavor's devices are the
+    and quota refusals (FailedCreate events); with DRA flavors in the catalog,
+    four more: DeviceClasses, ResourceSlices, ResourceClaims (a DRA flavor's
+    devices are those of its class's slices that its selector matches, allocated
+    those the claims' allocation results name) and the pods' DRA quota refusals
+    (FailedResourceClaimCreation events). A flavor's devices are the
     allocatable of its resource name on schedulable, Ready nodes that serve it
     (cluster.inventory.node_serves_flavor); allocated is what pods bound to
     those nodes ask for. Each team namespace's GPU quota and what its pods use
@@ -29,13 +33,15 @@ def record_inventory(cluster=None, now=None):
     cluster = cluster or kube.cluster()
     now = now or timezone.now()
     flavors = list(Flavor.objects.all())
-    inventory = take_inventory(cluster.list("Node"), cluster.list("Pod"), flavors)
+    dra = read_dra(cluster) if any(flavor.is_dra for flavor in flavors) else None
+    inventory = take_inventory(cluster.list("Node"), cluster.list("Pod"), flavors, dra)
     team_of = {namespace_of(slug): pk for pk, slug in Team.objects.values_list("pk", "slug")}
-    usage = quota_usage(
-        cluster.list("ResourceQuota"),
-        cluster.list("Event", field_selector="reason=FailedCreate"),
-        team_of,
-    )
+    refusals = cluster.list("Event", field_selector="reason=FailedCreate")
+    if dra is not None:
+        # A pod over its DRA quota is admitted and waits: the refusal is the claim
+        # controller's Warning on the pod, not a FailedCreate on the Job.
+        refusals += cluster.list("Event", field_selector="reason=FailedResourceClaimCreation")
+    usage = quota_usage(cluster.list("ResourceQuota"), refusals, team_of)
     with transaction.atomic():
         NamespaceQuota.objects.all().delete()
         NamespaceQuota.objects.bulk_create(
@@ -62,14 +68,33 @@ def record_inventory(cluster=None, now=None):
                 defaults={
                     "devices": figures.devices,
                     "allocated": figures.allocated,
+                    "nodes": figures.nodes,
+                    "problem": figures.problem,
                     "observed_at": now,
                 },
             )
             # Flavor.capacity is what approvals check: the cluster's count from
-            # now on, unless an admin pinned another.
+            # now on, unless an admin pinned another (or the devices could not
+            # be counted: then it stays as it was).
             pinned = figures.devices if capacity.override is None else capacity.override
-            Flavor.objects.filter(pk=flavor.pk).update(capacity=pinned)
+            if pinned is not None:
+                Flavor.objects.filter(pk=flavor.pk).update(capacity=pinned)
     return len(inventory.nodes)
+
+
+def read_dra(cluster):
+    """The cluster's DeviceClasses, ResourceSlices and ResourceClaims as a `Dra`, or
+    None when it does not serve resource.k8s.io/v1 (404). Three LISTs, each asked
+    even after a 404, so a missing RBAC grant shows as a 403 on any cluster."""
+    lists, served = [], True
+    for kind in ("DeviceClass", "ResourceSlice", "ResourceClaim"):
+        try:
+            lists.append(cluster.list(kind))
+        except kube.PermanentClusterError as exc:
+            if exc.status != 404:
+                raise
+            served = False
+    return Dra(*lists) if served else None
 
 
 def set_capacity_override(flavor, override, *, by):

@@ -2,12 +2,17 @@
 
 The one rule "this node serves this flavor" lives here (`node_serves_flavor`):
 the inventory counts capacity with it, batch placement and billing's mapping of
-a GPU to a flavor reuse it. Everything here is a pure function, tested by
-comparing its output.
+a GPU to a flavor reuse it. For a DRA flavor the rule is about devices: a
+ResourceSlice's device serves the flavor when its DeviceClass's selectors and
+the flavor's own selector match it (`device_serves_flavor`), and a node serves
+the flavor when one of its devices does. Everything here is a pure function,
+tested by comparing its output.
 """
 
 import re
 from dataclasses import dataclass, field
+
+from gpu_requests import devices as device_selectors
 
 # Node labels naming the node's pool, by the tool that made the pool.
 POOL_LABELS = (
@@ -50,24 +55,164 @@ def allocatable_gpus(node):
     return {name: count(value) for name, value in allocatable.items() if is_gpu_resource(name)}
 
 
-def node_serves_flavor(node, flavor):
+def node_serves_flavor(node, flavor, dra=None):
     """THE rule: `node` (a Node dict) serves `flavor` (anything with `resource_name`
     and `node_selector`, e.g. a Flavor) when it offers the flavor's resource name
     and its labels carry every key=value of the flavor's node selector.
+
+    A DRA flavor (`device_class` set) is served by the nodes whose ResourceSlices
+    (in `dra`, a `Dra`) list a device that serves it; without `dra`, by none.
 
     Flavors sharing a resource name are told apart only by their selectors.
     Readiness, cordons and taints are not part of it: a cordoned node still
     serves its flavor, it just offers no capacity now.
     """
+    if getattr(flavor, "device_class", ""):
+        return dra is not None and bool(dra.devices_of(flavor, node["metadata"]["name"]))
     if flavor.resource_name not in allocatable_gpus(node):
         return False
     labels = labels_of(node)
     return all(labels.get(key) == value for key, value in (flavor.node_selector or {}).items())
 
 
-def node_flavors(node, flavors):
+def node_flavors(node, flavors, dra=None):
     """The flavors of `flavors` that `node` serves, in the order given."""
-    return [flavor for flavor in flavors if node_serves_flavor(node, flavor)]
+    return [flavor for flavor in flavors if node_serves_flavor(node, flavor, dra)]
+
+
+# --- DRA: devices from ResourceSlices, allocations from ResourceClaims ---
+
+DRA_UNAVAILABLE = "DRA is not available on this cluster (it does not serve resource.k8s.io/v1)."
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a ResourceSlice publishes."""
+
+    node: str  # "" for devices not bound to one node
+    driver: str
+    pool: str
+    name: str
+    spec: dict  # the slice's `devices[]` entry: attributes, capacity
+
+    @property
+    def key(self):
+        return (self.driver, self.pool, self.name)
+
+
+def slice_devices(slices):
+    """[Device] of the newest generation of each pool (Kubernetes ignores older
+    slices of a pool still being republished). Slices holding only shared
+    counters (partitionable devices) list no devices."""
+    newest = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = spec.get("pool") or {}
+        key = (spec.get("driver", ""), pool.get("name", ""))
+        newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
+    found = []
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = spec.get("pool") or {}
+        driver, pool_name = spec.get("driver", ""), pool.get("name", "")
+        if int(pool.get("generation") or 0) != newest[(driver, pool_name)]:
+            continue
+        for device in spec.get("devices") or []:
+            found.append(
+                Device(spec.get("nodeName") or "", driver, pool_name, device["name"], device)
+            )
+    return found
+
+
+def class_terms(device_class):
+    """The terms of a DeviceClass dict's selectors, all of which a device must meet
+    (SelectorError when one is outside the subset the portal reads)."""
+    terms = []
+    for selector in (device_class.get("spec") or {}).get("selectors") or []:
+        expression = (selector.get("cel") or {}).get("expression")
+        if expression is None:
+            raise device_selectors.SelectorError("a selector that is not CEL")
+        terms += device_selectors.parse_selector(expression)
+    return terms
+
+
+def allocated_devices(claims):
+    """{(driver, pool, device)} allocated by ResourceClaims (`status.allocation`)."""
+    allocated = set()
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            allocated.add((result.get("driver"), result.get("pool"), result.get("device")))
+    return allocated
+
+
+class Dra:
+    """What the cluster's DRA objects say, read once: DeviceClasses, the devices of
+    ResourceSlices, the devices ResourceClaims hold."""
+
+    def __init__(self, classes, slices, claims):
+        self.classes = {}  # name -> [Term] | SelectorError
+        for item in classes:
+            try:
+                self.classes[item["metadata"]["name"]] = class_terms(item)
+            except device_selectors.SelectorError as exc:
+                self.classes[item["metadata"]["name"]] = exc
+        self.devices = slice_devices(slices)
+        self.allocated = allocated_devices(claims)
+
+    def problem(self, flavor):
+        """Why the portal cannot count `flavor`'s devices, or ""."""
+        terms = self.classes.get(flavor.device_class)
+        if terms is None:
+            return f"DeviceClass {flavor.device_class} does not exist on the cluster."
+        if isinstance(terms, device_selectors.SelectorError):
+            return (
+                f"DeviceClass {flavor.device_class} has a selector the portal does not read "
+                f"({terms}); its devices are not counted."
+            )
+        return ""
+
+    def devices_of(self, flavor, node=None):
+        """[Device] that serve `flavor` (on `node`, if given)."""
+        if self.problem(flavor):
+            return []
+        terms = self.classes[flavor.device_class] + flavor.selector_terms
+        return [
+            device
+            for device in self.devices
+            if (node is None or device.node == node) and device_serves(device, terms)
+        ]
+
+    def class_devices(self, node):
+        """{class quota resource: devices on `node`} for each class the portal reads."""
+        counts = {}
+        for name, terms in self.classes.items():
+            if isinstance(terms, device_selectors.SelectorError):
+                continue
+            served = [d for d in self.devices if d.node == node and device_serves(d, terms)]
+            if served:
+                counts[device_selectors.quota_resource(name)] = len(served)
+        return counts
+
+    def class_allocated(self, node):
+        counts = {}
+        for name, terms in self.classes.items():
+            if isinstance(terms, device_selectors.SelectorError):
+                continue
+            held = [
+                d
+                for d in self.devices
+                if d.node == node and d.key in self.allocated and device_serves(d, terms)
+            ]
+            if held:
+                counts[device_selectors.quota_resource(name)] = len(held)
+        return counts
+
+
+def device_serves(device, terms):
+    """THE rule for DRA: a device serves a flavor when it meets its class's
+    selectors and the flavor's own (`terms`, both together)."""
+    return device_selectors.device_matches(terms, device.spec, device.driver)
 
 
 def is_spot(node):
@@ -123,24 +268,31 @@ class GpuNodeFigures:
 
 @dataclass
 class FlavorFigures:
-    devices: int = 0  # offered by schedulable, Ready nodes that serve the flavor
-    allocated: int = 0  # held by pods on every node that serves it
+    devices: int | None = 0  # offered by schedulable, Ready nodes that serve the flavor
+    allocated: int | None = 0  # held by pods (DRA: by claims) on every node that serves it
+    nodes: dict = field(default_factory=dict)  # node -> devices of the flavor there
+    problem: str = ""  # why the devices could not be counted (devices is then None or 0)
 
 
-def gpu_node_figures(node, held):
-    """The node's figures, or None if it offers no GPU."""
+def gpu_node_figures(node, held, dra=None):
+    """The node's figures, or None if it offers no GPU (extended resources, or the
+    devices of a DeviceClass in its ResourceSlices, keyed by the class's quota key)."""
+    name = node["metadata"]["name"]
     allocatable = allocatable_gpus(node)
+    allocated = {k: v for k, v in held.get(name, {}).items() if k in allocatable}
+    if dra is not None:
+        allocatable |= dra.class_devices(name)
+        allocated |= dra.class_allocated(name)
     if not any(allocatable.values()):
         return None
     labels = labels_of(node)
-    name = node["metadata"]["name"]
     spec = node.get("spec") or {}
     return GpuNodeFigures(
         name=name,
         pool=next((labels[key] for key in POOL_LABELS if labels.get(key)), ""),
         gpu_model=labels.get(GPU_PRODUCT_LABEL, ""),
         allocatable=allocatable,
-        allocated={k: v for k, v in held.get(name, {}).items() if k in allocatable},
+        allocated=allocated,
         taints=spec.get("taints") or [],
         cordoned=bool(spec.get("unschedulable")),
         ready=is_ready(node),
@@ -153,22 +305,41 @@ class Inventory:
     flavors: dict  # {flavor slug: FlavorFigures}, every flavor given
 
 
-def take_inventory(nodes, pods, flavors):
-    """GPU nodes and per-flavor figures from Node and Pod dicts.
+def take_inventory(nodes, pods, flavors, dra=None):
+    """GPU nodes and per-flavor figures from Node and Pod dicts, and for DRA flavors
+    from `dra` (a `Dra`; None: the cluster has no DRA, and DRA flavors count 0
+    with `DRA_UNAVAILABLE` as their problem).
 
-    `flavors`: anything with `slug`, `resource_name` and `node_selector`.
+    `flavors`: anything with `slug`, `resource_name`, `node_selector` and
+    `device_class` (and `selector_terms` for DRA ones).
     """
     held = held_by_node(pods)
     gpu_nodes = []
     per_flavor = {flavor.slug: FlavorFigures() for flavor in flavors}
+    dra_flavors = {flavor.slug for flavor in flavors if getattr(flavor, "device_class", "")}
+    for flavor in flavors:
+        if flavor.slug not in dra_flavors:
+            continue
+        problem = DRA_UNAVAILABLE if dra is None else dra.problem(flavor)
+        per_flavor[flavor.slug].problem = problem
+        if problem and dra is not None and flavor.device_class in dra.classes:
+            per_flavor[flavor.slug].devices = per_flavor[flavor.slug].allocated = None
     for node in nodes:
-        figures = gpu_node_figures(node, held)
+        figures = gpu_node_figures(node, held, dra)
         if figures is None:
             continue
         gpu_nodes.append(figures)
         offers = figures.ready and not figures.cordoned
-        for flavor in node_flavors(node, flavors):
+        for flavor in node_flavors(node, flavors, dra):
             totals = per_flavor[flavor.slug]
+            if flavor.slug in dra_flavors:
+                served = dra.devices_of(flavor, figures.name)
+                totals.nodes[figures.name] = len(served)
+                totals.allocated += sum(1 for d in served if d.key in dra.allocated)
+                if offers:
+                    totals.devices += len(served)
+                continue
+            totals.nodes[figures.name] = figures.allocatable[flavor.resource_name]
             totals.allocated += figures.allocated.get(flavor.resource_name, 0)
             if offers:
                 totals.devices += figures.allocatable[flavor.resource_name]
@@ -196,14 +367,28 @@ class QuotaFigures:
         return self.used >= self.hard
 
 
+def quota_resource_of(key):
+    """The resource a quota key caps (`requests.nvidia.com/gpu` -> `nvidia.com/gpu`;
+    a DeviceClass's `...deviceclass.resource.k8s.io/devices` is its own), or None
+    for a key that caps nothing this way (`requests.<class>.deviceclass...` is
+    accepted by the API server and never enforced)."""
+    if device_selectors.is_dra_quota_resource(key) and not key.startswith(("requests.", "limits.")):
+        return key
+    resource = key.removeprefix(QUOTA_PREFIX)
+    if key.startswith(QUOTA_PREFIX) and not device_selectors.is_dra_quota_resource(resource):
+        return resource
+    return None
+
+
 def refused_resources(message):
     """The resource names a quota refusal names ("exceeded quota: q, requested:
-    requests.nvidia.com/gpu=1, used: ..."), or [] for any other message."""
+    requests.nvidia.com/gpu=1, used: ..."; for a ResourceClaim "requested:
+    gpu.nvidia.com.deviceclass.resource.k8s.io/devices=2"), or [] for any other message."""
     match = _REFUSED.search(message or "")
     if not match:
         return []
     keys = (part.split("=", 1)[0] for part in match.group(1).split(","))
-    return [key.removeprefix(QUOTA_PREFIX) for key in keys if key.startswith(QUOTA_PREFIX)]
+    return [resource for key in keys if (resource := quota_resource_of(key))]
 
 
 def quota_usage(quotas, events, namespaces):
@@ -221,8 +406,8 @@ def quota_usage(quotas, events, namespaces):
         hard = ((quota.get("spec") or {}).get("hard")) or {}
         used = ((quota.get("status") or {}).get("used")) or {}
         for key, cap in hard.items():
-            resource = key.removeprefix(QUOTA_PREFIX)
-            if not key.startswith(QUOTA_PREFIX) or not is_gpu_resource(resource):
+            resource = quota_resource_of(key)
+            if resource is None or not is_gpu_resource(resource):
                 continue
             figures = QuotaFigures(hard=count(cap), used=count(used.get(key, 0)))
             current = usage.setdefault(namespace, {}).get(resource)

@@ -42,6 +42,12 @@ KINDS = {
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "Job": ("/apis/batch/v1", "jobs", True),
     "Event": ("/api/v1", "events", True),
+    # Dynamic Resource Allocation: 404 on a server without it (before Kubernetes 1.34
+    # unless enabled as beta, and kubesim).
+    "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses", False),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
+    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
 }
 
 

@@ -20,6 +20,11 @@ class FlavorCapacity(models.Model):
     override = models.PositiveIntegerField(
         null=True, blank=True, help_text="Capacity to use instead of the inventory."
     )
+    # node -> devices of the flavor there (pages show which nodes' devices match).
+    nodes = models.JSONField(default=dict, blank=True)
+    # Why the inventory could not count the flavor (a DRA flavor on a cluster
+    # without DRA, a missing DeviceClass); "" when it could.
+    problem = models.TextField(blank=True)
 
     class Meta:
         verbose_name_plural = "flavor capacities"

@@ -107,13 +107,40 @@ class FlavorAdmin(admin.ModelAdmin):
         "name",
         "slug",
         "sharing",
-        "resource_name",
+        "held_as",
         "capacity",
         "price_per_gpu_hour",
         "is_active",
     ]
     list_filter = ["sharing", "is_active"]
     prepopulated_fields = {"slug": ["name"]}
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "gpu_model", "memory_gb", "sharing"]}),
+        (
+            "Held as an extended resource",
+            {
+                "fields": ["resource_name", "node_selector"],
+                "description": "For GPUs a device plugin publishes (nvidia.com/gpu, "
+                "nvidia.com/mig-1g.10gb): pods ask for the resource on nodes with these labels.",
+            },
+        ),
+        (
+            "Or held by Dynamic Resource Allocation",
+            {
+                "fields": ["device_class", "device_selector"],
+                "description": "For GPUs a DRA driver publishes as ResourceSlices: set the "
+                "DeviceClass, and the resource name becomes the class's quota key. The "
+                "selector is a subset of CEL (docs/dra.md): a conjunction of "
+                'device.driver == "...", device.attributes["domain"].name == value and '
+                'device.capacity["domain"].name.compareTo(quantity("40Gi")) >= 0.',
+            },
+        ),
+        (None, {"fields": ["tolerations", "capacity", "price_per_gpu_hour", "is_active"]}),
+    ]
+
+    @admin.display(description="held as")
+    def held_as(self, flavor):
+        return flavor.held_as
 
     def get_readonly_fields(self, request, obj=None):
         # Once the cluster inventory counts a flavor, its capacity comes from

@@ -71,6 +71,11 @@ class FlavorSerializer(serializers.ModelSerializer):
     tolerations = serializers.ListField(
         child=serializers.DictField(), help_text="Kubernetes tolerations for the GPU nodes."
     )
+    held_by = serializers.SerializerMethodField(
+        help_text="`extended_resource` (resource_name on nodes matching node_selector) or "
+        "`dra` (devices of device_class matching device_selector; resource_name is then "
+        "the class's quota key)."
+    )
 
     class Meta:
         model = Flavor
@@ -80,12 +85,18 @@ class FlavorSerializer(serializers.ModelSerializer):
             "gpu_model",
             "memory_gb",
             "sharing",
+            "held_by",
             "resource_name",
             "capacity",
             "price_per_gpu_hour",
             "node_selector",
             "tolerations",
+            "device_class",
+            "device_selector",
         ]
+
+    def get_held_by(self, flavor) -> str:
+        return "dra" if flavor.is_dra else "extended_resource"
 
 
 class AwareDateTimeField(serializers.DateTimeField):

@@ -284,6 +284,17 @@ class Handler(BaseHTTPRequestHandler):
         self._user = auth.authenticate(self.headers.get("Authorization"))
         self._entry["user"] = self._user.name
         self._attributes = auth.authorize(self._user, method, path, query)
+        if self._attributes.resource_request:
+            # As the apiserver's audit log does (objectRef from the request info): the
+            # request is logged as what was authorized, even for a resource kubesim
+            # does not serve (resource.k8s.io: 404 once authorized).
+            self._entry.update(
+                verb=self._attributes.verb,
+                resource=self._attributes.resource,
+                namespace=self._attributes.namespace or None,
+                name=self._attributes.name or None,
+                subresource=self._attributes.subresource or None,
+            )
         token = current_user.set(self._user)
         try:
             self._api(method, path, query)

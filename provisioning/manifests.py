@@ -5,6 +5,8 @@ output and validated against the Kubernetes JSON schemas. Names are fixed, so a
 retried apply lands on the same object.
 """
 
+from gpu_requests.devices import is_dra_quota_resource
+
 MANAGED_BY = "gpu-portal"
 TEAM_LABEL = "gpu-portal.io/team"
 
@@ -60,16 +62,26 @@ def namespace(team_slug, prefix="", *, labels=None, annotations=None):
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 
-def quota_hard(gpus_by_resource):
-    """`{"nvidia.com/gpu": 4}` -> `{"requests.nvidia.com/gpu": "4"}`.
+def quota_key(resource):
+    """The ResourceQuota key that caps `resource`.
 
-    Extended resources can only be capped under the `requests.` prefix.
+    Extended resources (`nvidia.com/gpu`) are capped only under the `requests.`
+    prefix. A DeviceClass's devices (`<class>.deviceclass.resource.k8s.io/devices`,
+    a DRA flavor's resource name) are capped under that key as it is: Kubernetes
+    (checked on v1.37.2) also accepts `requests.<class>...` and never enforces it.
+    """
+    return resource if is_dra_quota_resource(resource) else f"requests.{resource}"
+
+
+def quota_hard(gpus_by_resource):
+    """`{"nvidia.com/gpu": 4, "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 2}` ->
+    `{"requests.nvidia.com/gpu": "4", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2"}`.
+
     Quantities are strings, as the API server returns them, so a live object
     compares equal to the desired one.
     """
     return {
-        f"requests.{resource}": str(int(gpus))
-        for resource, gpus in sorted(gpus_by_resource.items())
+        quota_key(resource): str(int(gpus)) for resource, gpus in sorted(gpus_by_resource.items())
     }
 
 
@@ -191,6 +203,66 @@ def example_job(*, namespace, flavor_slug, resource_name, node_selector, tolerat
             },
         },
     }
+
+
+def claim_template(*, namespace, name, device_class, device_selector="", gpus=1):
+    """A ResourceClaimTemplate asking for `gpus` devices of a DRA flavor: its
+    DeviceClass, narrowed by its selector. Each pod made from a template gets a
+    claim of its own, deleted with the pod."""
+    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": gpus}
+    if device_selector:
+        exactly["selectors"] = [{"cel": {"expression": device_selector}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}},
+    }
+
+
+def example_dra_job(*, namespace, flavor_slug, device_class, device_selector, tolerations, gpus=1):
+    """[ResourceClaimTemplate, Job] a team can apply as they are to run on one DRA
+    flavor: the claim names the flavor's DeviceClass and selector (the devices
+    `cluster.inventory.device_serves` counts), the pod lists it in
+    `resourceClaims` and its container in `resources.claims`; no node selector
+    and no extended resource (the scheduler picks the node with the devices)."""
+    name = f"gpu-check-{flavor_slug}"
+    template = claim_template(
+        namespace=namespace,
+        name=name,
+        device_class=device_class,
+        device_selector=device_selector,
+        gpus=gpus,
+    )
+    return [
+        template,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "backoffLimit": 0,
+                "ttlSecondsAfterFinished": 3600,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "securityContext": {**POD_SECURITY, "runAsUser": 1000},
+                        "tolerations": [dict(t) for t in tolerations],
+                        "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": name}],
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": EXAMPLE_IMAGE,
+                                "command": ["nvidia-smi"],
+                                "resources": {"claims": [{"name": "gpus"}]},
+                                "securityContext": CONTAINER_SECURITY,
+                            }
+                        ],
+                    }
+                },
+            },
+        },
+    ]
 
 
 def user_kubeconfig(*, cluster_name, server, ca_data, issuer, client_id, scopes, namespace):

@@ -114,6 +114,28 @@ def _yaml(obj):
     return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
 
 
+def _example(namespace, flavor):
+    """The example's YAML: a Job, or for a DRA flavor its claim template and a Job."""
+    if flavor.is_dra:
+        objects = manifests.example_dra_job(
+            namespace=namespace,
+            flavor_slug=flavor.slug,
+            device_class=flavor.device_class,
+            device_selector=flavor.device_selector,
+            tolerations=flavor.tolerations,
+        )
+        return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
+    return _yaml(
+        manifests.example_job(
+            namespace=namespace,
+            flavor_slug=flavor.slug,
+            resource_name=flavor.resource_name,
+            node_selector=flavor.node_selector,
+            tolerations=flavor.tolerations,
+        )
+    )
+
+
 def namespace_panel(team):
     """The team page's "How to use your namespace": its name, a kubeconfig for the
     cluster's OIDC setup, and an example Job for each flavor the team holds now.
@@ -126,21 +148,7 @@ def namespace_panel(team):
         .distinct()
         .order_by("name")
     )
-    examples = [
-        (
-            flavor,
-            _yaml(
-                manifests.example_job(
-                    namespace=namespace,
-                    flavor_slug=flavor.slug,
-                    resource_name=flavor.resource_name,
-                    node_selector=flavor.node_selector,
-                    tolerations=flavor.tolerations,
-                )
-            ),
-        )
-        for flavor in flavors
-    ]
+    examples = [(flavor, _example(namespace, flavor)) for flavor in flavors]
     kubeconfig = None
     if settings.PORTAL_CLUSTER_API_URL:
         kubeconfig = _yaml(

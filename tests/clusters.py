@@ -269,6 +269,10 @@ class KubernetesBackend(Backend):
                             {"metadata": {"finalizers": None}},
                             content_type="application/merge-patch+json",
                         )
+        # What a DRA test published as a driver and an admin would (cluster-scoped).
+        for plural in ("resourceslices", "deviceclasses"):
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.call("DELETE", f"/apis/resource.k8s.io/v1/{plural}")
         in_default = ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges")
         for kind in (*in_default, "rbac.authorization.k8s.io/v1/rolebindings"):
             prefix = "/api" if kind.startswith("v1/") else "/apis"

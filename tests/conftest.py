@@ -102,8 +102,10 @@ SLOW_MODULES = (
 
 def pytest_collection_modifyitems(config, items):
     """A test marked `kubesim_only(why)` runs on kubesim alone: its real-cluster
-    case is deselected (it needs kubesim's clock or fault injection). End-to-end
-    tests are marked `slow`."""
+    case is deselected (it needs kubesim's clock or fault injection); one marked
+    `kubernetes_only(why)` runs on the real control plane alone (it needs what
+    kubesim does not serve, such as resource.k8s.io). End-to-end tests are
+    marked `slow`."""
     kept, dropped = [], []
     for item in items:
         if (
@@ -112,14 +114,16 @@ def pytest_collection_modifyitems(config, items):
             or item.nodeid.startswith((*SPREAD_FIRST, *SLOW_MODULES))
         ):
             item.add_marker(pytest.mark.slow)
-        marker = item.get_closest_marker("kubesim_only")
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if marker is not None:
-            assert marker.args, f"{item.nodeid}: kubesim_only needs a reason"
-            if params.get("backend") == "kubernetes":
-                dropped.append(item)
-                continue
-        kept.append(item)
+        for name, other in (("kubesim_only", "kubernetes"), ("kubernetes_only", "kubesim")):
+            marker = item.get_closest_marker(name)
+            if marker is not None:
+                assert marker.args, f"{item.nodeid}: {name} needs a reason"
+                if params.get("backend") == other:
+                    dropped.append(item)
+                    break
+        else:
+            kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -21,11 +21,14 @@ def test_it_describes_a_flavor(alice, a100):
         "gpu_model": "NVIDIA A100 80GB PCIe",
         "memory_gb": 80,
         "sharing": "whole",
+        "held_by": "extended_resource",
         "resource_name": "nvidia.com/gpu",
         "capacity": 16,
         "price_per_gpu_hour": "2.5000",
         "node_selector": {"nvidia.com/gpu.product": "NVIDIA A100 80GB PCIe"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "device_class": "",
+        "device_selector": "",
     }
 
 

@@ -109,3 +109,41 @@ def test_a_spot_job_tolerates_prefers_spot_and_ignores_disruptions():
 
 def test_the_same_input_gives_the_same_job():
     assert build() == build()
+
+
+def test_a_dra_job_claims_its_devices_from_a_template_owned_by_the_job():
+    from batch.manifests import batch_claim_template
+
+    job = build(
+        dra=True,
+        resource_name="gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+        node_selector={},
+        tolerations=[],
+    )
+    kubernetes_validate.validate(job, "1.37", strict=True)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "batch-42"}]
+    (container,) = pod["containers"]
+    assert container["resources"] == {"claims": [{"name": "gpus"}]}  # no extended resource
+    assert pod["nodeSelector"] == {}
+
+    template = batch_claim_template(
+        job_id=42,
+        namespace="vision",
+        team_slug="vision",
+        window_id=3,
+        opens_at=datetime(2026, 12, 4, 22, tzinfo=UTC),
+        device_class="gpu.nvidia.com",
+        device_selector='device.attributes["gpu.nvidia.com"].architecture == "Hopper"',
+        gpus=2,
+        owner_uid="0b6f-uid",
+    )
+    kubernetes_validate.validate(template, "1.37", strict=True)
+    assert template["metadata"]["name"] == "batch-42"
+    assert template["metadata"]["labels"] == job["metadata"]["labels"]
+    assert template["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "batch-42", "uid": "0b6f-uid"}
+    ]
+    (request,) = template["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["deviceClassName"] == "gpu.nvidia.com"
+    assert request["exactly"]["count"] == 2

@@ -223,6 +223,10 @@ def probe_delete_answers(api, backend):
     return f"{code} {outcome}; {message(missing)}"
 
 
+def probe_resource_k8s_io(api, backend):
+    return message(api("GET", "/apis/resource.k8s.io/v1/deviceclasses"))
+
+
 def probe_pod_security(api, backend):
     ns = namespace(api, "restricted", {"pod-security.kubernetes.io/enforce": "restricted"})
     privileged = pod("root")

@@ -93,8 +93,9 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
     ]
     inventory = take_inventory(nodes, pods, [h100, a100, mig_1g])
     assert inventory.flavors == {
-        "h100": FlavorFigures(devices=8, allocated=6),  # the cordoned node offers none
-        "a100": FlavorFigures(devices=0, allocated=1),  # not Ready
+        # the cordoned node offers none, but its devices are still the flavor's
+        "h100": FlavorFigures(devices=8, allocated=6, nodes={"gpu-h100-0": 8, "gpu-h100-1": 8}),
+        "a100": FlavorFigures(devices=0, allocated=1, nodes={"gpu-a100-0": 8}),  # not Ready
         "a100-1g": FlavorFigures(devices=0, allocated=0),
     }
     assert inventory.nodes == [

@@ -143,3 +143,63 @@ def test_the_example_job_keeps_to_its_flavor_and_asks_by_limits():
 @pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
 def test_the_example_job_is_valid_kubernetes(version):
     kubernetes_validate.validate(example(), version, strict=True)
+
+
+def test_a_device_class_is_capped_under_its_own_key_beside_extended_resources():
+    hard = manifests.quota_hard(
+        {"nvidia.com/gpu": 4, "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 2}
+    )
+    # No `requests.` before a DeviceClass's key: Kubernetes accepts that spelling
+    # and never enforces it (docs/dra-findings.md).
+    assert hard == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "2",
+        "requests.nvidia.com/gpu": "4",
+    }
+
+
+H100_ONLY = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"'
+
+
+def dra_example():
+    return manifests.example_dra_job(
+        namespace="vision",
+        flavor_slug="h100-dra",
+        device_class="gpu.nvidia.com",
+        device_selector=H100_ONLY,
+        tolerations=[],
+    )
+
+
+def test_the_dra_example_claims_its_flavors_devices_from_a_template():
+    template, job = dra_example()
+    assert template["spec"]["spec"]["devices"]["requests"] == [
+        {
+            "name": "gpus",
+            "exactly": {
+                "deviceClassName": "gpu.nvidia.com",
+                "allocationMode": "ExactCount",
+                "count": 1,
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": 'device.attributes["gpu.nvidia.com"].productName'
+                            ' == "NVIDIA H100 80GB HBM3"'
+                        }
+                    }
+                ],
+            },
+        }
+    ]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["resourceClaims"] == [
+        {"name": "gpus", "resourceClaimTemplateName": "gpu-check-h100-dra"}
+    ]
+    (container,) = pod["containers"]
+    assert container["resources"] == {"claims": [{"name": "gpus"}]}
+    assert "nodeSelector" not in pod
+
+
+def test_the_dra_example_is_valid_kubernetes():
+    # resource.k8s.io/v1 is in the schemas from 1.34 (GA) on.
+    for obj in dra_example():
+        kubernetes_validate.validate(obj, SUPPORTED_VERSIONS[-1], strict=True)

@@ -73,6 +73,30 @@ def test_it_says_when_flavors_share_a_resource_name(login, alice, admin_user, pe
     assert b"A100 80GB" in response.content
 
 
+def test_dra_flavors_of_one_class_share_its_cap_and_are_kept_apart_by_device_selector(
+    login, alice, admin_user, vision
+):
+    key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    h100, _ = (
+        FlavorFactory(
+            slug=slug,
+            name=name,
+            device_class="gpu.nvidia.com",
+            device_selector=f'device.attributes["gpu.nvidia.com"].productName == "{product}"',
+            resource_name=key,
+            node_selector={},
+        )
+        for slug, name, product in (
+            ("h100-dra", "H100 DRA", "NVIDIA H100 80GB HBM3"),
+            ("l4-dra", "L4 DRA", "NVIDIA L4"),
+        )
+    )
+    actions.approve(submit(vision, h100, alice, gpus=2), by=admin_user)
+    page = login(alice).get(URL).content.decode()
+    assert f"Shares the Kubernetes resource <code>{key}</code> with L4 DRA" in page
+    assert "keeps your jobs on H100 DRA by device selector." in page
+
+
 def test_it_does_not_warn_about_sharing_for_distinct_resources(login, alice, admin_user, pending):
     FlavorFactory(slug="mig", name="MIG 1g", resource_name="nvidia.com/mig-1g.10gb")
     actions.approve(pending, by=admin_user)

@@ -1,0 +1,144 @@
+"""cluster.inventory for DRA flavors: pure functions over DeviceClass, ResourceSlice
+and ResourceClaim dicts, tested by comparing output."""
+
+from cluster.inventory import DRA_UNAVAILABLE, Dra, FlavorFigures, take_inventory
+from gpu_requests.devices import quota_resource
+from gpu_requests.models import Flavor
+from tests.dra import objects
+
+
+def flavor(slug, device_class="gpu.nvidia.com", selector=""):
+    return Flavor(
+        slug=slug,
+        device_class=device_class,
+        device_selector=selector,
+        resource_name=quota_resource(device_class),
+        node_selector={},
+    )
+
+
+def node(name, *, ready=True):
+    return {
+        "metadata": {"name": name, "labels": {}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "16"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+CLASSES = [
+    objects.device_class("gpu.nvidia.com", objects.GPU_CLASS),
+    objects.device_class("mig.nvidia.com", objects.MIG_CLASS),
+    objects.device_class("anything.example.com", "device.driver.startsWith('gpu')"),
+]
+SLICES = [
+    objects.resource_slice("node-a", objects.H100_DEVICES),
+    objects.resource_slice("node-b", objects.L4_DEVICES + objects.MIG_DEVICES),
+]
+ALLOCATED = {
+    "status": {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": "gpu.nvidia.com",
+                        "pool": "node-a",
+                        "device": "gpu-1",
+                    }
+                ]
+            }
+        }
+    }
+}
+FLAVORS = [
+    flavor("h100", selector=objects.H100_ONLY),
+    flavor("big", selector=objects.AT_LEAST_40GI),
+    flavor("any-gpu"),
+    flavor("mig", device_class="mig.nvidia.com"),
+    flavor("nowhere", device_class="nope.example.com"),
+    flavor("unread", device_class="anything.example.com"),
+]
+
+
+def test_it_counts_each_flavors_devices_per_node_and_the_claimed_ones():
+    dra = Dra(CLASSES, SLICES, [ALLOCATED, {"status": {}}])
+    inventory = take_inventory([node("node-a"), node("node-b")], [], FLAVORS, dra)
+    assert inventory.flavors == {
+        "h100": FlavorFigures(devices=2, allocated=1, nodes={"node-a": 2}),
+        "big": FlavorFigures(devices=2, allocated=1, nodes={"node-a": 2}),
+        "any-gpu": FlavorFigures(devices=4, allocated=1, nodes={"node-a": 2, "node-b": 2}),
+        "mig": FlavorFigures(devices=2, allocated=0, nodes={"node-b": 2}),
+        "nowhere": FlavorFigures(
+            problem="DeviceClass nope.example.com does not exist on the cluster."
+        ),
+        "unread": FlavorFigures(
+            devices=None,
+            allocated=None,
+            problem="DeviceClass anything.example.com has a selector the portal does not read "
+            "(device.driver takes == or !=, not .; the portal reads a conjunction (&&) of: "
+            'device.driver == "..."; device.attributes["domain"].name == (or !=) a string, '
+            'integer or true/false; device.capacity["domain"].name.compareTo(quantity("40Gi")) '
+            ">= 0 (any of < <= == != >= >)); its devices are not counted.",
+        ),
+    }
+    # The nodes table: each class's devices on the node, under its quota key.
+    assert {n.name: (n.allocatable, n.allocated) for n in inventory.nodes} == {
+        "node-a": ({objects.QUOTA_KEY: 2}, {objects.QUOTA_KEY: 1}),
+        "node-b": (
+            {objects.QUOTA_KEY: 2, "mig.nvidia.com.deviceclass.resource.k8s.io/devices": 2},
+            {},
+        ),
+    }
+
+
+def test_a_node_not_ready_offers_no_devices_but_they_stay_the_flavors():
+    dra = Dra(CLASSES, SLICES, [])
+    inventory = take_inventory([node("node-a", ready=False)], [], FLAVORS[:1], dra)
+    assert inventory.flavors["h100"] == FlavorFigures(devices=0, allocated=0, nodes={"node-a": 2})
+
+
+def test_only_the_newest_generation_of_a_pool_counts():
+    old = objects.resource_slice("node-a", objects.H100_DEVICES, generation=1)
+    new = objects.resource_slice("node-a", objects.H100_DEVICES[:1], generation=2)
+    inventory = take_inventory([node("node-a")], [], FLAVORS[:1], Dra(CLASSES, [old, new], []))
+    assert inventory.flavors["h100"].devices == 1
+
+
+def test_without_dra_a_dra_flavor_counts_nothing_and_says_why():
+    inventory = take_inventory([node("node-a")], [], FLAVORS[:1], None)
+    assert inventory.flavors["h100"] == FlavorFigures(devices=0, problem=DRA_UNAVAILABLE)
+
+
+def test_the_quota_rows_read_a_device_class_key_and_its_refusal():
+    from cluster.inventory import quota_usage, refused_resources
+
+    message = (
+        'create ResourceClaim second-abc: resourceclaims.resource.k8s.io "second-abc" is '
+        f"forbidden: exceeded quota: gpu-quota, requested: {objects.QUOTA_KEY}=1, "
+        f"used: {objects.QUOTA_KEY}=1, limited: {objects.QUOTA_KEY}=1"
+    )
+    assert refused_resources(message) == [objects.QUOTA_KEY]
+    quota = {
+        "metadata": {"namespace": "vision"},
+        "spec": {
+            "hard": {
+                objects.QUOTA_KEY: "1",
+                # accepted by the API server and never enforced: not a cap
+                f"requests.{objects.QUOTA_KEY}": "9",
+                "requests.nvidia.com/gpu": "0",
+            }
+        },
+        "status": {"used": {objects.QUOTA_KEY: "1"}},
+    }
+    event = {
+        "metadata": {"namespace": "vision"},
+        "lastTimestamp": "2026-12-02T04:00:00Z",
+        "message": message,
+    }
+    usage = quota_usage([quota], [event], {"vision"})["vision"]
+    assert set(usage) == {objects.QUOTA_KEY, "nvidia.com/gpu"}
+    assert (usage[objects.QUOTA_KEY].hard, usage[objects.QUOTA_KEY].used) == (1, 1)
+    assert usage[objects.QUOTA_KEY].refused_message == message

@@ -41,4 +41,8 @@ def test_a_teams_job_list_reads_its_newest_jobs_from_an_index(index_only, admin_
 def test_the_calendar_reads_the_jobs_of_the_openings_it_shows(index_only, nightly):
     now = timezone.now()
     windows = batch_actions.windows_with_occurrences(now, now + timedelta(days=14))
-    assert "batch_job_window_opening" in plan(calendar.planned_jobs(windows))
+    found = plan(calendar.planned_jobs(windows))
+    # From an index on the window (batch_job_window_opening, or on a table this small
+    # the planner may pick the window's foreign-key index), bounded by the openings.
+    assert "Index Scan using batch_" in found or "Bitmap Index Scan on batch_" in found
+    assert "opens_at" in found

@@ -30,6 +30,7 @@ from django.urls import Resolver404, get_resolver, resolve
 from accounts import actions as token_actions
 from batch import actions as batch_actions
 from batch.models import ImageRule
+from billing import actions as billing_actions
 from gpu_requests import actions
 from notifications import actions as hook_actions
 from tests.billing.ledger import meter, workload
@@ -366,6 +367,19 @@ def world(admin_user, alice, carol, bob, charlie, vision, nlp, h100, a100, setti
         image="nvcr.io/nvidia/pytorch:24.05-py3",
         command=["python", "train.py"],
         gpus=1,
+        expected_runtime_minutes=60,
+        max_runtime_minutes=90,
+    )
+    # A job of NLP's held by its hard budget: the admin's release form is on its page.
+    billing_actions.set_budget(nlp, Decimal("1"), by=admin_user, mode="hard")
+    batch_actions.submit(
+        by=bob,
+        team=nlp,
+        flavor=h100,
+        name="held",
+        image="nvcr.io/nvidia/pytorch:24.05-py3",
+        command=["python", "train.py"],
+        gpus=2,
         expected_runtime_minutes=60,
         max_runtime_minutes=90,
     )

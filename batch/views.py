@@ -141,17 +141,7 @@ def job_cancel(request, pk):
     job = _get_job_for_user(request.user, pk)
     if request.method != "POST":
         return _confirm_cancel(request, job)
-    form = ReasonForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, " ".join(form.errors["reason"]))
-        return redirect("batch_job_detail", pk=job.pk)
-    try:
-        actions.cancel(job, by=request.user, reason=form.cleaned_data["reason"])
-    except quota_actions.NotAllowed as exc:
-        raise PermissionDenied(str(exc)) from None
-    except quota_actions.ActionError as exc:
-        messages.error(request, str(exc))
-    else:
+    if _with_reason(request, job, actions.cancel):
         done = f"Batch job #{job.pk} cancelled."
         if job.started_at is not None:
             done += " Its Job is deleted from the cluster; the GPU-time it held so far is charged."
@@ -159,21 +149,28 @@ def job_cancel(request, pk):
     return redirect("batch_job_detail", pk=job.pk)
 
 
-@login_required
-@require_POST
-def job_release_past_budget(request, pk):
-    job = _get_job_for_user(request.user, pk)
+def _with_reason(request, job, action):
+    """Run `action(job, by=, reason=)` with the posted reason; True if it was done.
+    A bad reason or a refused move is a message on the job's page, not an error page."""
     form = ReasonForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(form.errors["reason"]))
-        return redirect("batch_job_detail", pk=job.pk)
+        return False
     try:
-        actions.release_past_budget(job, by=request.user, reason=form.cleaned_data["reason"])
+        action(job, by=request.user, reason=form.cleaned_data["reason"])
     except quota_actions.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except quota_actions.ActionError as exc:
         messages.error(request, str(exc))
-    else:
+        return False
+    return True
+
+
+@login_required
+@require_POST
+def job_release_past_budget(request, pk):
+    job = _get_job_for_user(request.user, pk)
+    if _with_reason(request, job, actions.release_past_budget):
         messages.success(request, f"Batch job #{job.pk} may run past its team's budget.")
     return redirect("batch_job_detail", pk=job.pk)
 

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from portal import broker as demo_broker
-from tests.waiting import wait_for
+from tests.waiting import stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_PRODUCER = 1500
@@ -74,8 +74,7 @@ def test_two_producers_and_a_worker_lose_nothing(tmp_path):
         lines = wait_for(all_delivered, timeout=300)
         assert worker.poll() is None, worker_log.read_text()[-3000:]
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        stop(worker)
     expected = Counter(f"{name}-{n}" for name in ("a", "b") for n in range(PER_PRODUCER))
     assert Counter(lines) == expected  # none lost, none twice
     assert "Traceback" not in worker_log.read_text()

@@ -17,6 +17,7 @@ from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluste
     redis_url,
     workers,
 )
+from tests.waiting import stop
 from tests.web.test_browser_journey import browser, page  # noqa: F401 (fixtures)
 
 
@@ -119,8 +120,7 @@ def _beat(env, tmp_path):
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         yield process
-        process.terminate()
-        process.wait(timeout=10)
+        stop(process)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.kubesim.simhelpers import wait_for
+from tests.waiting import stop
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -80,8 +81,4 @@ def running_prometheus(directory, *, scrape="", scrape_interval="1s"):
         wait_for(ready, timeout=30, interval=0.1)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)

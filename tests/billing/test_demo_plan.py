@@ -17,6 +17,7 @@ from billing.models import TeamUsage
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
 from tests.kubesim.test_prometheus import prometheus_binary  # noqa: F401 - a fixture
 from tests.test_demo import free_port
+from tests.waiting import stop
 
 
 def test_without_prometheus_the_demo_says_what_is_missing(tmp_path, monkeypatch):
@@ -121,8 +122,7 @@ def test_a_first_demo_holds_metering_until_the_history_is_in_prometheus(
         background(said.append)
         took = time.monotonic() - began
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
     assert not hold.exists(), said
     assert (tmp_path / demo.HISTORY_LOADED).exists(), said
     assert said[-1].startswith("history: 3 days from") and "the beat meters them now" in said[-1]

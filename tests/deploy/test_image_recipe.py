@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.waiting import wait_for
+from tests.waiting import stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # The directories of the image the recipe names, each mapped to one of ours.
@@ -229,8 +229,7 @@ def test_the_image_serves_the_portal_as_its_non_root_user(image):
         )
         assert (status, body) == (200, collected.read_bytes())
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server)
         log.close()
 
 

@@ -21,6 +21,7 @@ from kubesim.testing import running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.simhelpers import Clients, pod, wait_for
 from tests.kubesim.test_prometheus import free_port, prometheus_binary  # noqa: F401
+from tests.waiting import stop
 
 HOUR = 3600
 # Hours in the recent past: Prometheus keeps (and answers for) 15 days by default.
@@ -271,8 +272,7 @@ def test_promtool_loads_it_and_prometheus_answers_per_namespace(generated, prome
         running = {r["metric"]["namespace"]: float(r["value"][1]) for r in query(held, at)}
         assert running["team-vision"] == train["gpu_minutes"] == 80
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop(process)
 
 
 def test_csv_answer_and_metric_filter(tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from kubesim.control import SMALL_CLUSTER
 from kubesim.testing import running_kubesim
 from tests.kubesim.simhelpers import Clients, pod, wait_for
+from tests.waiting import stop
 
 pytestmark = pytest.mark.prometheus
 
@@ -94,11 +95,7 @@ def prometheus(prometheus_binary):
     start.directory = directory
     yield start
     for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
     shutil.rmtree(directory, ignore_errors=True)
 
 

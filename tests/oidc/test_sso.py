@@ -21,6 +21,7 @@ from django.test import Client
 
 from gpu_requests.actions import can_review
 from gpu_requests.models import Membership
+from tests.waiting import stop
 from tests.web.test_browser_journey import browser  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.browser
@@ -107,8 +108,7 @@ def provider(live_server, tmp_path, settings):
     policy["DIRECTIVES"]["form-action"].append(url)
     settings.CONTENT_SECURITY_POLICY = policy
     yield Provider(url, users_file)
-    process.terminate()
-    process.wait(timeout=10)
+    stop(process)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from tests.provisioning.conftest import _database_url
+from tests.waiting import stop
 
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 
@@ -72,8 +73,7 @@ def running_gunicorn(tmp_path, database_url, **env):
     try:
         yield url, log
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
         log.close()
 
 

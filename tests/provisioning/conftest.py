@@ -22,7 +22,7 @@ from django.db import connection
 
 from gpu_requests.models import Flavor
 from provisioning.models import TeamSync
-from tests.waiting import wait_for
+from tests.waiting import stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # A Redis database of its own, away from the portal's (each test also prefixes
@@ -135,13 +135,7 @@ class Workers:
 
     def stop_all(self):
         for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop(process)
             process.log_file.close()
 
     def logs(self):

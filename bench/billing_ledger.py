@@ -232,7 +232,7 @@ def showback(days):
         list(reports.queries.flavor_utilisation(month.start, month.end))
 
     for name, ours, theirs, goal in (
-        ("team page", team_page, lambda: raw(RAW_TEAM, params), 1.3),
+        ("team page", team_page, lambda: raw(RAW_TEAM, params), 1.2),
         ("admin month", admin_page, lambda: raw(RAW_ADMIN, params), 1.5),
     ):
         ours()  # warm the cache once each

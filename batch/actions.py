@@ -32,8 +32,8 @@ from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
 from gpu_requests import hooks
-from gpu_requests.actions import IllegalTransition, NotAllowed
 from gpu_requests.models import Flavor
+from teams.errors import IllegalTransition, NotAllowed
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import formats, inputs
 from gpu_requests.forms import ReasonForm
+from teams import errors
 
 
 def _get_job_for_user(user, pk):
@@ -158,9 +159,9 @@ def _with_reason(request, job, action):
         return False
     try:
         action(job, by=request.user, reason=form.cleaned_data["reason"])
-    except quota_actions.NotAllowed as exc:
+    except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
-    except quota_actions.ActionError as exc:
+    except errors.ActionError as exc:
         messages.error(request, str(exc))
         return False
     return True

@@ -34,6 +34,7 @@ from gpu_requests import actions as quota_actions
 from gpu_requests.emails import one_line
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
 from provisioning.manifests import namespace_name
+from teams import errors
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
@@ -367,7 +368,7 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
     start to the next rate.
     """
     if not quota_actions.can_review(by):
-        raise quota_actions.NotAllowed("Only platform admins can change prices.")
+        raise errors.NotAllowed("Only platform admins can change prices.")
     effective_from = validate_rate(
         flavor, effective_from, price=price, mig_parent=mig_parent, mig_basis=mig_basis
     )
@@ -411,7 +412,7 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
     """Set (or with None, remove) a team's monthly budget and its mode; audited with
     the old and new values. Its managers and platform admins only."""
     if not quota_actions.can_manage(by, team):
-        raise quota_actions.NotAllowed("Only the team's managers and platform admins set budgets.")
+        raise errors.NotAllowed("Only the team's managers and platform admins set budgets.")
     if amount is not None:
         amount = Decimal(amount)
         if amount <= 0 or amount >= Decimal("1e12"):

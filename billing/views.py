@@ -13,6 +13,7 @@ from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
 from gpu_requests import actions as quota_actions
+from teams import errors
 
 
 def _team_for_user(user, slug):
@@ -128,7 +129,7 @@ def team_budget(request, slug):
                 by=request.user,
                 mode=form.cleaned_data["mode"] or Budget.Mode.SOFT,
             )
-        except quota_actions.NotAllowed as exc:
+        except errors.NotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))

@@ -11,6 +11,7 @@ from cluster.inventory import Dra, quota_usage, take_inventory
 from cluster.models import FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor, Team, namespace_of
+from teams import errors
 
 
 def record_inventory(cluster=None, now=None):
@@ -100,7 +101,7 @@ def read_dra(cluster):
 def set_capacity_override(flavor, override, *, by):
     """Pin a flavor's capacity (None: follow the inventory again)."""
     if not quota_actions.can_review(by):
-        raise quota_actions.NotAllowed("Only platform admins can set capacity.")
+        raise errors.NotAllowed("Only platform admins can set capacity.")
     with transaction.atomic():
         capacity, _ = FlavorCapacity.objects.get_or_create(flavor=flavor)
         capacity.override = override

@@ -25,6 +25,7 @@ from gpu_requests.models import (
     Team,
     estimate_cost,
 )
+from teams.errors import ActionError, IllegalTransition, NotAllowed
 
 Status = QuotaRequest.Status
 Action = AuditEvent.Action
@@ -38,14 +39,6 @@ MAX_LEAD = MAX_PERIOD = timedelta(days=366)
 MAX_COST = Decimal(10) ** 12  # QuotaRequest.estimated_cost holds 12 digits before the point
 
 
-class ActionError(Exception):
-    """A request that cannot be carried out as things stand (HTTP 409)."""
-
-
-class IllegalTransition(ActionError):
-    pass
-
-
 class CapacityExceeded(ActionError):
     def __init__(self, flavor, peak, gpus, capacity):
         self.flavor, self.peak, self.gpus, self.capacity = flavor, peak, gpus, capacity
@@ -55,9 +48,9 @@ class CapacityExceeded(ActionError):
             f"{peak + gpus}."
         )
 
-
-class NotAllowed(ActionError):
-    """The user may not do this to this request (HTTP 403)."""
+    def body(self):
+        return {"flavor": self.flavor.slug, "peak": self.peak, "capacity": self.capacity,
+                "requested": self.gpus}  # fmt: skip
 
 
 class OverCommitted(ActionError):

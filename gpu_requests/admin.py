@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from gpu_requests import actions, hooks, inputs
 from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
+from teams import errors
 
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"
@@ -203,7 +204,7 @@ def _transition(action):
             try:
                 getattr(actions, action)(quota_request, by=request.user, reason="Django admin")
                 done += 1
-            except actions.ActionError as exc:
+            except errors.ActionError as exc:
                 modeladmin.message_user(request, str(exc), messages.ERROR)
         if done:
             modeladmin.message_user(request, f"{done} request(s) {label}.", messages.SUCCESS)

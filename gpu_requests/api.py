@@ -5,7 +5,6 @@ Every queryset is narrowed to the caller's teams (reviewers see all), so
 another team's request is a 404, never a 403.
 """
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Prefetch, prefetch_related_objects
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -18,8 +17,6 @@ from rest_framework import mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from gpu_requests import actions
 from gpu_requests.filters import PARAMETERS, SORTS, RequestFilter
@@ -33,36 +30,13 @@ from gpu_requests.serializers import (
     ReasonSerializer,
     TeamSerializer,
 )
-from portal.api import ErrorSerializer, Pagination
-from portal.schema import ERRORS
+from teams.api import ErrorSerializer, Pagination
+from teams.schema import ERRORS
 
 Status = QuotaRequest.Status
 # A request's history as the detail shows it, oldest first, with who acted.
 _EVENTS = Prefetch("events", queryset=AuditEvent.objects.select_related("actor"))
 _TRANSITIONS = ("approve", "reject", "cancel", "revoke")
-
-
-def exception_handler(exc, context):
-    """DRF's handler, plus the project's own errors in the same body shapes."""
-    if isinstance(exc, actions.CapacityExceeded):
-        body = {
-            "detail": str(exc),
-            "flavor": exc.flavor.slug,
-            "peak": exc.peak,
-            "capacity": exc.capacity,
-            "requested": exc.gpus,
-        }
-        return Response(body, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, actions.NotAllowed):
-        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
-    if isinstance(exc, actions.ActionError):
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, DjangoValidationError):
-        if hasattr(exc, "error_dict"):
-            exc = ValidationError(exc.message_dict)
-        else:
-            exc = ValidationError({api_settings.NON_FIELD_ERRORS_KEY: exc.messages})
-    return drf_exception_handler(exc, context)
 
 
 ERROR_400 = ERRORS["400"]

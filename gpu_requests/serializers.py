@@ -14,7 +14,7 @@ from gpu_requests.models import (
     SyncStatus,
     Team,
 )
-from portal.api import ErrorSerializer
+from teams.api import ErrorSerializer
 
 
 class TeamSyncSerializer(serializers.Serializer):

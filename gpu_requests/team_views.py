@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, hooks, timezones
 from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label, namespace_of
+from teams import errors
 
 HISTORY_PAGE_SIZE = 25
 
@@ -117,9 +118,9 @@ def _manage(request, slug):
 def _run(request, team, change, done):
     try:
         change()
-    except actions.NotAllowed as exc:
+    except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
-    except actions.ActionError as exc:
+    except errors.ActionError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, done)

@@ -25,6 +25,7 @@ from gpu_requests import actions, capacity, hooks, inputs, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import QuotaRequestForm, ReasonForm
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+from teams import errors
 
 Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)
@@ -443,7 +444,7 @@ def _act(request, pk, action):
     quota_request = _get_request_for_user(request.user, pk)
     try:
         actions.require(action, request.user, quota_request)
-    except actions.NotAllowed as exc:
+    except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     form = ReasonForm(request.POST)
     if not form.is_valid():
@@ -462,9 +463,9 @@ def _act(request, pk, action):
             getattr(actions, action)(
                 quota_request, by=request.user, reason=form.cleaned_data["reason"]
             )
-        except actions.NotAllowed as exc:
+        except errors.NotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
-        except actions.ActionError as exc:
+        except errors.ActionError as exc:
             level, text = messages.ERROR, str(exc)
         else:
             level, text = (
@@ -484,7 +485,7 @@ def request_comment(request, pk):
     quota_request = _get_request_for_user(request.user, pk)
     try:
         actions.comment(quota_request, by=request.user, body=request.POST.get("body", ""))
-    except actions.NotAllowed as exc:
+    except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except ValidationError as exc:
         # Refused: the page again with the comment as typed, the reason beside it.

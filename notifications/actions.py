@@ -27,6 +27,7 @@ from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
+from teams import errors
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,9 @@ def can_set(user, team):
 def _require(user, team):
     if not can_set(user, team):
         whose = "platform admins" if team is None else f"{team.name}'s managers and admins"
-        raise quota_actions.NotAllowed(f"Only {whose} set this webhook.")
+        raise errors.NotAllowed(f"Only {whose} set this webhook.")
     if team is not None and team.is_archived:
-        raise quota_actions.IllegalTransition(f"{team.name} is archived.")
+        raise errors.IllegalTransition(f"{team.name} is archived.")
 
 
 def new_secret():
@@ -94,7 +95,7 @@ def rotate_secret(team, *, by):
     _require(by, team)
     hook = Webhook.objects.select_for_update().filter(team=team).first()
     if hook is None:
-        raise quota_actions.IllegalTransition("There is no webhook to change the secret of.")
+        raise errors.IllegalTransition("There is no webhook to change the secret of.")
     secret = new_secret()
     Webhook.objects.filter(pk=hook.pk).update(secret=secret, updated_at=timezone.now())
     _record(team, NotificationAction.WEBHOOK_SECRET, by=by, hook=hook, url=hook.url)
@@ -108,7 +109,7 @@ def remove_webhook(team, *, by):
     _require(by, team)
     hook = Webhook.objects.select_for_update().filter(team=team).first()
     if hook is None:
-        raise quota_actions.IllegalTransition("There is no webhook to remove.")
+        raise errors.IllegalTransition("There is no webhook to remove.")
     _record(team, NotificationAction.WEBHOOK_REMOVE, by=by, hook=None, url=hook.url)
     hook.delete()
     return hook.url
@@ -133,7 +134,7 @@ def send_test(team, *, by):
     _require(by, team)
     hook = hook_of(team)
     if hook is None:
-        raise quota_actions.IllegalTransition("Set the webhook's URL first.")
+        raise errors.IllegalTransition("Set the webhook's URL first.")
     where = team.name if team else "the platform admins"
     notice = Notice(
         event="webhook_test",
@@ -332,7 +333,7 @@ def redeliver(delivery, *, by):
         generation=F("generation") + 1,
     )
     if not again:
-        raise quota_actions.IllegalTransition("Only a failed delivery is sent again.")
+        raise errors.IllegalTransition("Only a failed delivery is sent again.")
     transaction.on_commit(lambda: deliveries.enqueue([delivery.pk]), robust=True)
     return delivery
 

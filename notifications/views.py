@@ -20,6 +20,7 @@ from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from notifications import actions
 from notifications.models import Delivery
+from teams import errors
 
 PAGE_SIZE = 25
 
@@ -106,9 +107,9 @@ def webhook_page(request, slug=None):
     except ValidationError as exc:
         form.add_error("url", exc)
         return _render(request, team, form, status=400)
-    except quota_actions.NotAllowed as exc:
+    except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
-    except quota_actions.ActionError as exc:
+    except errors.ActionError as exc:
         messages.error(request, str(exc))
         return redirect(_page_url(team))
     if secret is None:
@@ -122,9 +123,9 @@ def _attempt(request, change):
     """The action's result, or None when it is refused as things stand (said in a message)."""
     try:
         return change()
-    except quota_actions.NotAllowed as exc:
+    except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
-    except quota_actions.ActionError as exc:
+    except errors.ActionError as exc:
         messages.error(request, str(exc))
         return None
 

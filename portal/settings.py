@@ -178,6 +178,7 @@ INSTALLED_APPS = [
     "axes",
     "django_prometheus",
     "mozilla_django_oidc",
+    "teams",
     "gpu_requests",
     "accounts",
     "cluster",
@@ -492,8 +493,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "portal.schema.AutoSchema",
-    "DEFAULT_PARSER_CLASSES": ["portal.api.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "teams.schema.AutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["teams.api.JSONParser"],
     "DEFAULT_THROTTLE_CLASSES": [
         "portal.proxies.AnonRateThrottle",
         "portal.proxies.UserRateThrottle",
@@ -502,9 +503,9 @@ REST_FRAMEWORK = {
         "anon": env_rate("PORTAL_API_RATE_ANON", "60/min"),
         "user": env_rate("PORTAL_API_RATE_USER", "1200/min"),
     },
-    "DEFAULT_PAGINATION_CLASS": "portal.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "teams.api.Pagination",
     "PAGE_SIZE": 100,
-    "EXCEPTION_HANDLER": "gpu_requests.api.exception_handler",
+    "EXCEPTION_HANDLER": "teams.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
@@ -517,7 +518,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "portal.schema.no_nul_characters",
+        "teams.schema.no_nul_characters",
     ],
     # Two choice sets share the field name `status`: naming both keeps the
     # requests' enum `StatusEnum`, as published before teams had a sync status.

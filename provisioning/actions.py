@@ -22,6 +22,7 @@ from gpu_requests.models import AuditEvent
 from provisioning import manifests
 from provisioning.desired import desired_state, desired_states, digest, object_hash, object_key
 from provisioning.models import TeamSync
+from teams import errors
 
 log = logging.getLogger(__name__)
 
@@ -328,12 +329,12 @@ def check_drift(cluster=None):
 def delete_namespace(team, *, by, cluster=None):
     """Delete an archived team's namespace (and everything in it). One API call."""
     if not quota_actions.can_review(by):
-        raise quota_actions.NotAllowed("Only platform admins can delete namespaces.")
+        raise errors.NotAllowed("Only platform admins can delete namespaces.")
     sync = TeamSync.objects.filter(team=team).first()
     if not team.is_archived or sync is None:
-        raise quota_actions.IllegalTransition("Archive the team before deleting its namespace.")
+        raise errors.IllegalTransition("Archive the team before deleting its namespace.")
     if sync.namespace_deleted_at is not None:
-        raise quota_actions.IllegalTransition("The namespace is already deleted.")
+        raise errors.IllegalTransition("The namespace is already deleted.")
     namespace = desired_state(team.pk).namespace
     # Mark first, so no sync recreates what we are about to delete.
     TeamSync.objects.filter(team=team).update(namespace_deleted_at=timezone.now(), applied={})

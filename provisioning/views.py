@@ -21,6 +21,7 @@ from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_r
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
+from teams import errors
 
 
 def _require_reviewer(user):
@@ -77,7 +78,7 @@ def team_archive(request, slug):
             quota_actions.archive_team(
                 team, by=request.user, reason=form.cleaned_data["reason"] or ""
             )
-        except quota_actions.ActionError as exc:
+        except errors.ActionError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"{team.name} is archived; its quota is now zero.")
@@ -100,7 +101,7 @@ def team_delete_namespace(request, slug):
         else:
             try:
                 actions.delete_namespace(team, by=request.user)
-            except (quota_actions.ActionError, kube.ClusterError) as exc:
+            except (errors.ActionError, kube.ClusterError) as exc:
                 error = str(exc)
             else:
                 messages.success(request, f"Namespace {namespace} is being deleted.")

@@ -1,10 +1,11 @@
 """Apps import one way (docs/architecture.md): a test walks every module.
 
 Each Django app of the project (a top-level package with an apps.py) is a
-node; an import of one app by another, anywhere in a module (also inside a
-function), is an edge. A circle between apps fails, and so does an import
-against the layers: gpu_requests at the bottom, cluster above it, the rest on
-top.
+node, and so is `portal`, the project's wiring; an import of one by another,
+anywhere in a module (also inside a function), is an edge. A circle fails, and
+so does an import against the layers: teams at the bottom, gpu_requests above
+it, cluster above that, the other apps on top, and `portal` above them all
+(no app imports it).
 """
 
 import ast
@@ -13,11 +14,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # Lower layers first; an app may import only apps in lower layers. Apps not
 # named here are on top (provisioning, batch, billing, and any new one).
-LAYERS = [{"gpu_requests"}, {"cluster"}]
+LAYERS = [{"teams"}, {"gpu_requests"}, {"cluster"}]
+WIRING = "portal"  # settings, URLs, Celery, health and metrics: above every app
 
 
 def project_apps():
-    return sorted(path.parent.name for path in ROOT.glob("*/apps.py"))
+    return sorted([WIRING, *(path.parent.name for path in ROOT.glob("*/apps.py"))])
 
 
 def imported_names(path):
@@ -76,9 +78,18 @@ def layer_of(app):
 
 def test_the_walk_sees_every_app_and_its_imports():
     edges = app_imports()
-    assert {"gpu_requests", "cluster", "provisioning"} <= set(edges)
+    assert {"teams", "gpu_requests", "cluster", "provisioning", WIRING} <= set(edges)
     assert "gpu_requests" in edges["provisioning"]
     assert "cluster" in edges["provisioning"]
+    assert "teams" in edges["gpu_requests"]
+    assert "billing" in edges[WIRING]
+
+
+def test_no_app_imports_the_wiring():
+    importers = [
+        f"{app} ({targets[WIRING]})" for app, targets in app_imports().items() if WIRING in targets
+    ]
+    assert importers == []
 
 
 def test_no_app_imports_another_that_imports_it_back():

@@ -11,6 +11,7 @@ from django.contrib.contenttypes.models import ContentType
 from cluster.models import FlavorCapacity
 from gpu_requests import actions
 from gpu_requests.models import AuditEvent, Flavor
+from teams import errors
 from tests.factories import UserFactory, next_week, submit
 
 
@@ -58,7 +59,7 @@ def test_reservations_in_the_past_do_not_count(vision, alice, admin_user, h100, 
 
 
 def test_only_platform_admins_change_capacity(h100, carol):
-    with pytest.raises(actions.NotAllowed):
+    with pytest.raises(errors.NotAllowed):
         actions.change_capacity(h100, 32, by=carol)
 
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 from gpu_requests import actions
 from gpu_requests.models import AuditEvent, QuotaRequest, Team
 from gpu_requests.tasks import advance_lifecycle
+from teams import errors
 from tests.factories import submit
 
 Status = QuotaRequest.Status
@@ -88,14 +89,14 @@ def test_other_members_cannot_cancel(alice, vision, h100, carol, admin_user):
         justification="x",
         by=carol,
     )
-    with pytest.raises(actions.NotAllowed):
+    with pytest.raises(errors.NotAllowed):
         actions.cancel(other, by=alice)
 
 
 def test_only_reviewers_decide(alice, carol, vision, h100):
     quota_request = submit(vision, h100, alice)
     for action in (actions.approve, actions.reject):
-        with pytest.raises(actions.NotAllowed):
+        with pytest.raises(errors.NotAllowed):
             action(quota_request, by=carol)
     assert QuotaRequest.objects.get().status == Status.PENDING
 
@@ -153,7 +154,7 @@ def test_it_refuses_illegal_transitions(alice, vision, h100, admin_user, state, 
     kwargs = {} if action in (actions.activate, actions.expire) else {"by": admin_user}
     if action is actions.cancel:
         kwargs = {"by": alice}
-    with pytest.raises(actions.IllegalTransition) as excinfo:
+    with pytest.raises(errors.IllegalTransition) as excinfo:
         action(stale, **kwargs)
     assert f"#{quota_request.pk} is" in str(excinfo.value)
     assert QuotaRequest.objects.get(pk=quota_request.pk).status == before
@@ -202,7 +203,7 @@ def test_pending_requests_are_left_alone_by_the_beat(alice, vision, h100):
 def test_it_refuses_to_approve_a_period_that_has_ended(alice, vision, h100, admin_user):
     quota_request = submit(vision, h100, alice, starts_at=timezone.now(), hours=1)
     later = timezone.now() + timedelta(hours=2)
-    with time_machine.travel(later), pytest.raises(actions.IllegalTransition, match="ended"):
+    with time_machine.travel(later), pytest.raises(errors.IllegalTransition, match="ended"):
         actions.approve(quota_request, by=admin_user)
 
 
@@ -242,7 +243,7 @@ def test_rejecting_or_cancelling_leaves_the_cluster_alone(
 def test_an_archived_team_asks_for_and_gets_no_more_quota(alice, vision, h100, admin_user):
     pending = submit(vision, h100, alice)
     actions.archive_team(vision, by=admin_user)
-    with pytest.raises(actions.IllegalTransition, match="Vision is archived"):
+    with pytest.raises(errors.IllegalTransition, match="Vision is archived"):
         actions.approve(QuotaRequest.objects.get(pk=pending.pk), by=admin_user)
     with pytest.raises(ValidationError) as excinfo:
         submit(Team.objects.get(pk=vision.pk), h100, alice)  # as a new web request loads it

@@ -7,8 +7,8 @@ from django.core import mail
 
 from billing import actions
 from billing.models import Budget
-from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent
+from teams import errors
 from tests.billing.ledger import meter, workload
 
 NOW = datetime(2026, 11, 10, 12, 30, tzinfo=UTC)
@@ -116,7 +116,7 @@ def test_budget_changes_are_audited_on_the_team_page(client, carol, alice, visio
     actions.set_budget(vision, Decimal("2000"), by=carol)
     actions.set_budget(vision, None, by=carol)
     actions.set_budget(vision, None, by=carol)  # nothing to remove: no event
-    with pytest.raises(quota_actions.NotAllowed):
+    with pytest.raises(errors.NotAllowed):
         actions.set_budget(vision, Decimal("1"), by=alice)
     events = AuditEvent.objects.filter(team=vision, action__startswith="budget")
     assert [(e.action, e.actor, e.reason) for e in events] == [

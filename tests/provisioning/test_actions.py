@@ -10,6 +10,7 @@ from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent, Membership, QuotaRequest
 from provisioning import actions, manifests
 from provisioning.models import TeamSync
+from teams import errors
 from tests.factories import UserFactory, add_member, submit
 from tests.provisioning.conftest import sync_of
 from tests.waiting import wait_for
@@ -179,7 +180,7 @@ def test_archiving_revokes_and_caps_at_zero_but_keeps_the_namespace(
 
 
 def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_user, cluster):
-    with pytest.raises(quota_actions.IllegalTransition, match="Archive the team"):
+    with pytest.raises(errors.IllegalTransition, match="Archive the team"):
         actions.delete_namespace(vision_quota, by=admin_user)
     quota_actions.archive_team(vision_quota, by=admin_user)
     actions.sync_team(vision_quota.pk)
@@ -194,7 +195,7 @@ def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_use
 
 
 def test_members_cannot_archive(vision, alice):
-    with pytest.raises(quota_actions.NotAllowed):
+    with pytest.raises(errors.NotAllowed):
         quota_actions.archive_team(vision, by=alice)
 
 

@@ -5,7 +5,7 @@ from drf_spectacular import openapi
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 
-from portal.api import ErrorSerializer
+from teams.api import ErrorSerializer
 
 ERROR_DESCRIPTIONS = {
     "400": 'Invalid input: `{"field": ["message", ...]}`, or `{"detail": "..."}`.',

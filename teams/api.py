@@ -1,16 +1,38 @@
-"""What every API view shares: the JSON parser and pagination, so every
-endpoint refuses bad input the same way (portal/schema.py documents it)."""
+"""What every API view shares: the JSON parser, pagination and the answer to an
+action's error, so every endpoint refuses bad input the same way
+(teams/schema.py documents it)."""
 
 import io
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import parsers, serializers, status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from teams import errors
 
 
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
+
+
+def exception_handler(exc, context):
+    """DRF's handler, plus the project's own errors in the same body shapes: an
+    action's error is a 403 or 409 with its `detail` (and the fields it adds),
+    a model's validation error a 400 naming the fields."""
+    if isinstance(exc, errors.ActionError):
+        code = status.HTTP_403_FORBIDDEN if isinstance(exc, errors.NotAllowed) else 409
+        return Response({"detail": str(exc), **exc.body()}, status=code)
+    if isinstance(exc, DjangoValidationError):
+        if hasattr(exc, "error_dict"):
+            exc = ValidationError(exc.message_dict)
+        else:
+            exc = ValidationError({api_settings.NON_FIELD_ERRORS_KEY: exc.messages})
+    return drf_exception_handler(exc, context)
 
 
 class RequestTooLarge(APIException):

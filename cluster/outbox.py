@@ -9,7 +9,9 @@ user; batch release at window open is the second. The steps:
   transaction as the change, so a crash or a broker outage loses nothing.
 - `changed(key)`: mark, and queue the task once the transaction commits.
 - `enqueue(keys)`: send the tasks; a broker that is down is logged, not
-  raised (the sweep sends what could not be).
+  raised (the sweep sends what could not be). With a `batch_task`, several
+  keys go `batch_size` to a message of it (the sweep's catch-up after a
+  restart: one claim and one read of the wanted state per batch, not per unit).
 - `claim(key)`: the task takes the unit with one conditional UPDATE of a
   lease (`claimed_until`), so two workers never do it at once and the lease
   of a worker that died runs out by itself. Returns a token, or None.
@@ -56,13 +58,16 @@ class OutboxRow(models.Model):
 
 class Outbox:
     """One kind of work: `model` (an OutboxRow) keyed by `key` (a field name),
-    done by the Celery task at dotted path `task`, leased for `lease()` seconds."""
+    done by the Celery task at dotted path `task`, leased for `lease()` seconds;
+    optionally `batch_task`, which takes a list of up to `batch_size()` keys."""
 
-    def __init__(self, model, *, key, task, lease):
+    def __init__(self, model, *, key, task, lease, batch_task=None, batch_size=lambda: 1):
         self.model = model
         self.key = key
         self.task = task
         self.lease = lease
+        self.batch_task = batch_task
+        self.batch_size = batch_size
 
     def rows(self, keys=None):
         if keys is None:
@@ -118,17 +123,26 @@ class Outbox:
         queueing.
         """
         keys = list(keys)
-        task = import_string(self.task)
+        if not keys:
+            return []
+        size = self.batch_size() if self.batch_task else 1
+        if len(keys) > 1 and size > 1:
+            task = import_string(self.batch_task)
+            messages = [(keys[i : i + size],) for i in range(0, len(keys), size)]
+        else:
+            task = import_string(self.task)
+            messages = [(key,) for key in keys]
         self.rows(keys).update(queued_at=timezone.now())
         queued, lost = [], []
-        for key in keys:
+        for args in messages:
+            sent = args[0] if isinstance(args[0], list) else [args[0]]
             try:
-                task.apply_async((key,), retry=False)
+                task.apply_async(args, retry=False)
             except Exception as exc:  # the broker's errors vary by transport
-                log.warning("could not queue %s(%s) (the sweep will): %s", task.name, key, exc)
-                lost.append(key)
+                log.warning("could not queue %s%s (the sweep will): %s", task.name, args, exc)
+                lost.extend(sent)
             else:
-                queued.append(key)
+                queued.extend(sent)
         self.rows(lost).update(queued_at=None)
         return queued
 

@@ -446,6 +446,9 @@ PORTAL_READY_TIMEOUT = env_int("PORTAL_READY_TIMEOUT", 2, minimum=1)
 # A worker's claim on a team's sync runs out after this many seconds (if it died).
 PORTAL_SYNC_LEASE = env_int("PORTAL_SYNC_LEASE", 60, minimum=1)
 PORTAL_SYNC_SWEEP_INTERVAL = env_int("PORTAL_SYNC_SWEEP_INTERVAL", 5, minimum=1)
+# Teams per message when the sweep queues many at once (one claim and one read of
+# their desired state per message); a single change is still one team's message.
+PORTAL_SYNC_BATCH = env_int("PORTAL_SYNC_BATCH", 20, minimum=1)
 PORTAL_DRIFT_CHECK_INTERVAL = env_int("PORTAL_DRIFT_CHECK_INTERVAL", 300, minimum=1)
 PORTAL_INVENTORY_INTERVAL = env_int("PORTAL_INVENTORY_INTERVAL", 60, minimum=1)
 CELERY_BEAT_SCHEDULE |= {

@@ -35,6 +35,8 @@ team_sync = Outbox(
     key="team_id",
     task="provisioning.tasks.sync_team",
     lease=lambda: settings.PORTAL_SYNC_LEASE,
+    batch_task="provisioning.tasks.sync_teams",
+    batch_size=lambda: settings.PORTAL_SYNC_BATCH,
 )
 
 
@@ -163,13 +165,6 @@ def reconcile(cluster, objects, applied, *, read=False):
     return new_applied, writes, drift
 
 
-def _claim(team_id, now, *, force):
-    """Claim the team's sync; a token, or None when another worker holds it or
-    (unless `force`) it is in sync with its latest generation."""
-    pending = None if force else team_sync.newer_generation() | ~Q(status=Status.IN_SYNC)
-    return team_sync.claim(team_id, now, pending=pending)
-
-
 def _record_error(team_id, token, generation, exc):
     """Show the error on the team; a permanent one also stops retries of this generation."""
     permanent = isinstance(exc, kube.PermanentClusterError)
@@ -190,6 +185,47 @@ def _record_error(team_id, token, generation, exc):
         )
 
 
+def _pending(force):
+    """What a claim requires: work to do (marked since synced, or not in sync),
+    unless `force`."""
+    return None if force else team_sync.newer_generation() | ~Q(status=Status.IN_SYNC)
+
+
+def _apply(cluster, row, state, token, *, force=False):
+    """Apply the team's changed objects and record it: (writes, finished). Not
+    finished when the team was marked again meanwhile: what was applied is kept
+    and the team stays pending, still held by `token`."""
+    objects = state.objects()
+    read = force or row.drifted
+    applied, writes, drift = reconcile(cluster, objects, row.applied, read=read)
+    # BEGIN and COMMIT are two more round trips: only drift needs them, to
+    # record the repair together with the sync.
+    with transaction.atomic() if drift else nullcontext():
+        for description in drift:
+            AuditEvent.record(team_id=row.team_id, action=Action.DRIFT_REPAIRED, reason=description)
+        done = timezone.now()
+        saved = {
+            "applied": applied,
+            "synced_digest": digest(objects),
+            "last_synced_at": done,
+            "last_checked_at": done,
+            "last_error": "",
+            "last_error_status": None,
+            "last_error_at": None,
+        }
+        if read:
+            saved["drifted"] = False
+        # Done, and the claim released, unless the generation moved meanwhile.
+        finished = team_sync.finish(
+            row.team_id, token, row.generation, **saved, status=Status.IN_SYNC
+        )
+        if not finished:
+            team_sync.holding(row.team_id, token).update(
+                **saved, synced_generation=row.generation, status=Status.PENDING
+            )
+    return writes, finished
+
+
 def sync_team(team_id, *, cluster=None, force=False):
     """Make the cluster match the team's desired state. Idempotent.
 
@@ -202,63 +238,64 @@ def sync_team(team_id, *, cluster=None, force=False):
     PermanentClusterError (don't), both recorded on the team first.
     """
     now = timezone.now()
-    token = _claim(team_id, now, force=force)
+    token = team_sync.claim(team_id, now, pending=_pending(force))
     if token is None:
         if TeamSync.objects.filter(team_id=team_id).exists():
             return None
         team_sync.ensure(team_id)
-        token = _claim(team_id, now, force=force)
+        token = team_sync.claim(team_id, now, pending=_pending(force))
         if token is None:
             return None
     writes = 0
-    generation = None
-    released = False
+    row = None
+    finished = False
     try:
         cluster = cluster or kube.cluster()
         # A change that lands while we sync bumps the generation: go round again.
         for _ in range(3):
             row = TeamSync.objects.select_related("team").get(team_id=team_id)
-            generation = row.generation
-            objects = desired_state(team_id, row=row).objects()
-            read = force or row.drifted
-            applied, count, drift = reconcile(cluster, objects, row.applied, read=read)
+            count, finished = _apply(
+                cluster, row, desired_state(team_id, row=row), token, force=force
+            )
             writes += count
-            # BEGIN and COMMIT are two more round trips: only drift needs them,
-            # to record the repair together with the sync.
-            with transaction.atomic() if drift else nullcontext():
-                for description in drift:
-                    AuditEvent.record(
-                        team_id=team_id, action=Action.DRIFT_REPAIRED, reason=description
-                    )
-                done = timezone.now()
-                saved = {
-                    "applied": applied,
-                    "synced_digest": digest(objects),
-                    "last_synced_at": done,
-                    "last_checked_at": done,
-                    "last_error": "",
-                    "last_error_status": None,
-                    "last_error_at": None,
-                }
-                if read:
-                    saved["drifted"] = False
-                # Done, and the claim released, unless the generation moved meanwhile.
-                released = team_sync.finish(
-                    team_id, token, generation, **saved, status=Status.IN_SYNC
-                )
-                if not released:
-                    team_sync.holding(team_id, token).update(
-                        **saved, synced_generation=generation, status=Status.PENDING
-                    )
-            if released:
+            if finished:
                 break
     except kube.ClusterError as exc:
-        _record_error(team_id, token, generation, exc)
+        _record_error(team_id, token, row and row.generation, exc)
         raise
     finally:
-        if not released:
+        if not finished:
             team_sync.release(team_id, token)
     return writes
+
+
+def sync_teams(team_ids, *, cluster=None):
+    """`sync_team` for a batch of teams (the sweep's catch-up, `team_sync.enqueue`):
+    one claim and the desired states in four queries for the whole batch, then per
+    team one apply per changed object and one UPDATE. Teams held elsewhere or in
+    sync are skipped. Returns {team_id: writes, or the ClusterError it raised
+    (recorded on the team)}; a team marked again meanwhile is left pending and
+    returned as None, for the caller to queue on its own.
+    """
+    token = team_sync.claim_many(team_ids, pending=_pending(False))
+    rows = list(TeamSync.objects.filter(team_id__in=team_ids, claim_token=token))
+    if not rows:
+        return {}
+    states = desired_states([row.team_id for row in rows])
+    cluster = cluster or kube.cluster()
+    results = {}
+    for row in rows:
+        finished = False
+        try:
+            writes, finished = _apply(cluster, row, states[row.team_id], token)
+            results[row.team_id] = writes if finished else None
+        except kube.ClusterError as exc:
+            _record_error(row.team_id, token, row.generation, exc)
+            results[row.team_id] = exc
+        finally:
+            if not finished:
+                team_sync.release(row.team_id, token)
+    return results
 
 
 # --- all teams ---

@@ -3,6 +3,8 @@
 import contextlib
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from cluster import kube
@@ -11,7 +13,7 @@ from gpu_requests.models import AuditEvent, Membership, QuotaRequest
 from provisioning import actions, manifests
 from provisioning.models import TeamSync
 from teams import errors
-from tests.factories import UserFactory, add_member, submit
+from tests.factories import TeamFactory, UserFactory, add_member, submit
 from tests.provisioning.conftest import sync_of
 from tests.waiting import wait_for
 
@@ -310,3 +312,51 @@ def test_a_team_in_sync_is_not_drifted(vision_quota, backend):
     carry no apiVersion or kind, which is no drift."""
     assert actions.check_drift() == []
     assert sync_of(vision_quota).status == TeamSync.Status.IN_SYNC
+
+
+def test_a_batch_of_teams_is_synced_with_one_claim_and_one_read_of_their_state(
+    demo_flavors, cluster, backend, settings
+):
+    def statements(count, start):
+        teams = [
+            TeamFactory(slug=f"batch-{n}", name=f"Batch {n}") for n in range(start, start + count)
+        ]
+        for team in teams:
+            actions.mark_dirty(team.pk)
+        with CaptureQueriesContext(connection) as captured:
+            results = actions.sync_teams([team.pk for team in teams])
+        assert results == {team.pk: 5 for team in teams}  # five objects each, unread
+        for team in teams:
+            assert sync_of(team).status == TeamSync.Status.IN_SYNC
+            namespace = manifests.namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+            assert cluster.get("ResourceQuota", "gpu-quota", namespace) is not None
+        return len(captured)
+
+    few, more = statements(2, 0), statements(5, 2)
+    assert more - few == 3  # one UPDATE per team more; the claim and the reads are the batch's
+    assert actions.sync_teams([TeamFactory(slug="idle-batch").pk]) == {}  # nothing marked
+
+
+def test_a_team_refused_in_a_batch_is_shown_and_the_others_are_synced(
+    vision, nlp, demo_flavors, settings, backend, cluster
+):
+    actions.mark_dirty(vision.pk)
+    actions.mark_dirty(nlp.pk)
+    built = manifests.team_objects
+
+    def refused_for_vision(**kwargs):
+        objects = built(**kwargs)
+        if kwargs["team_slug"] == "vision":
+            for obj in objects:
+                if obj["kind"] == "ResourceQuota":
+                    obj["spec"]["futureField"] = True
+        return objects
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifests, "team_objects", refused_for_vision)
+        results = actions.sync_teams([vision.pk, nlp.pk])
+    assert isinstance(results[vision.pk], kube.PermanentClusterError)
+    assert results[nlp.pk] == 5
+    assert sync_of(vision).status == TeamSync.Status.FAILING
+    assert sync_of(vision).claimed_until is None  # released
+    assert sync_of(nlp).status == TeamSync.Status.IN_SYNC

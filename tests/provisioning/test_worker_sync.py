@@ -104,6 +104,23 @@ def test_a_second_sync_writes_nothing(workers, backend, cluster, demo_flavors):
     assert {r["method"] for r in backend.requests()} == {"GET"}
 
 
+def test_the_sweep_sends_marked_teams_in_batches_and_a_worker_syncs_them(
+    workers, backend, cluster, settings, demo_flavors
+):
+    """Teams marked while no message reached a worker (a broker restart): one
+    sweep queues them PORTAL_SYNC_BATCH to a message, and the worker's batch
+    syncs each of them."""
+    settings.PORTAL_SYNC_BATCH = 3
+    teams = [TeamFactory(slug=f"batch-{n}") for n in range(7)]
+    for team in teams:
+        actions.mark_dirty(team.pk)
+    assert sorted(actions.sweep()) == sorted(team.pk for team in teams)
+    workers.start()
+    wait_for(lambda: in_sync(*teams), timeout=60)
+    assert workers.logs().count("Task provisioning.sync_teams[") >= 3  # 3 + 3 + 1
+    assert "Task provisioning.sync_team[" not in workers.logs()
+
+
 @pytest.mark.kubesim_only("injects API faults, which kubesim alone does")
 def test_every_team_converges_with_30_percent_of_calls_failing(
     workers, backend, cluster, demo_flavors

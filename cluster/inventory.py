@@ -89,39 +89,184 @@ DRA_UNAVAILABLE = "DRA is not available on this cluster (it does not serve resou
 class Device:
     """One device a ResourceSlice publishes."""
 
-    node: str  # "" for devices not bound to one node
+    node: str  # "" for devices not bound to one node (see `reach`)
     driver: str
     pool: str
     name: str
-    spec: dict  # the slice's `devices[]` entry: attributes, capacity
+    spec: dict  # the slice's `devices[]` entry: attributes, capacity, consumesCounters
+    reach: str = ""  # for node: "": ALL_NODES or NODE_SELECTOR (then `selector`)
+    selector: list = field(default_factory=list)  # the NodeSelector's terms, for NODE_SELECTOR
 
     @property
     def key(self):
         return (self.driver, self.pool, self.name)
 
+    @property
+    def consumes(self):
+        """{(driver, pool, counter set): {counter: Decimal}} this device draws on
+        (a partitionable device: a MIG device, or the whole GPU it is carved from)."""
+        drawn = {}
+        for item in self.spec.get("consumesCounters") or []:
+            counters = drawn.setdefault((self.driver, self.pool, item.get("counterSet")), {})
+            for name, counter in (item.get("counters") or {}).items():
+                counters[name] = _quantity(counter.get("value"))
+        return drawn
 
-def slice_devices(slices):
-    """[Device] of the newest generation of each pool (Kubernetes ignores older
-    slices of a pool still being republished). Slices holding only shared
-    counters (partitionable devices) list no devices."""
+
+ALL_NODES = "all nodes"
+NODE_SELECTOR = "nodes by selector"
+
+
+def _quantity(value):
+    try:
+        return device_selectors.parse_quantity(value)
+    except device_selectors.SelectorError:
+        return device_selectors.parse_quantity("0")
+
+
+def current_slices(slices):
+    """The slices of the newest generation of each pool (Kubernetes ignores older
+    slices of a pool still being republished)."""
     newest = {}
     for item in slices:
         spec = item.get("spec") or {}
         pool = spec.get("pool") or {}
         key = (spec.get("driver", ""), pool.get("name", ""))
         newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
-    found = []
     for item in slices:
         spec = item.get("spec") or {}
         pool = spec.get("pool") or {}
-        driver, pool_name = spec.get("driver", ""), pool.get("name", "")
-        if int(pool.get("generation") or 0) != newest[(driver, pool_name)]:
-            continue
+        key = (spec.get("driver", ""), pool.get("name", ""))
+        if int(pool.get("generation") or 0) == newest[key]:
+            yield spec
+
+
+def _placement(spec):
+    """(node, reach, selector terms) of a slice's spec, or of a device entry (with
+    perDeviceNodeSelection); None when it names none of them."""
+    if spec.get("nodeName"):
+        return spec["nodeName"], "", ()
+    if spec.get("allNodes"):
+        return "", ALL_NODES, ()
+    if spec.get("nodeSelector"):
+        terms = (spec["nodeSelector"] or {}).get("nodeSelectorTerms") or []
+        return "", NODE_SELECTOR, terms
+    return None
+
+
+def _requirement_met(requirement, values):
+    """One NodeSelectorRequirement against {key: value} (labels or fields)."""
+    key, operator = requirement.get("key"), requirement.get("operator")
+    wanted = requirement.get("values") or []
+    if operator == "In":
+        return values.get(key) in wanted
+    if operator == "NotIn":
+        return values.get(key) not in wanted
+    if operator == "Exists":
+        return key in values
+    if operator == "DoesNotExist":
+        return key not in values
+    if operator in ("Gt", "Lt") and wanted and count(values.get(key, "")) and count(wanted[0]):
+        number, bound = count(values[key]), count(wanted[0])
+        return number > bound if operator == "Gt" else number < bound
+    return False
+
+
+def node_selected(node, terms):
+    """True if `node` meets one of a NodeSelector's `terms` (each: all its
+    matchExpressions on labels and matchFields on metadata.name)."""
+    fields = {"metadata.name": node["metadata"]["name"]}
+    return any(
+        all(_requirement_met(r, labels_of(node)) for r in term.get("matchExpressions") or [])
+        and all(_requirement_met(r, fields) for r in term.get("matchFields") or [])
+        for term in terms
+    )
+
+
+def slice_devices(slices):
+    """[Device] of the newest generation of each pool. Slices holding only shared
+    counters (partitionable devices) list no devices."""
+    found = []
+    for spec in current_slices(slices):
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        where = _placement(spec) or ("", "", [])
         for device in spec.get("devices") or []:
-            found.append(
-                Device(spec.get("nodeName") or "", driver, pool_name, device["name"], device)
-            )
+            node, reach, selector = _placement(device) or where
+            found.append(Device(node, driver, pool, device["name"], device, reach, selector))
     return found
+
+
+def shared_counters(slices):
+    """{(driver, pool, counter set): {counter: Decimal}} of the newest generation."""
+    sets = {}
+    for spec in current_slices(slices):
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for item in spec.get("sharedCounters") or []:
+            sets[(driver, pool, item.get("name"))] = {
+                name: _quantity(counter.get("value"))
+                for name, counter in (item.get("counters") or {}).items()
+            }
+    return sets
+
+
+def _fits(consumes, left):
+    return all(
+        amount <= left.get(key, {}).get(name, 0)
+        for key, counters in consumes.items()
+        for name, amount in counters.items()
+    )
+
+
+def _draw(consumes, left):
+    for key, counters in consumes.items():
+        for name, amount in counters.items():
+            left.setdefault(key, {})[name] = left.get(key, {}).get(name, 0) - amount
+
+
+def share_counters(served, devices, sets, allocated):
+    """{flavor slug: {device key}} each flavor counts, from `served` ({slug: [Device]
+    that serve it}, in catalog order).
+
+    A device drawing on no shared counters counts for every flavor it serves. The
+    partitionable ones (a GPU and the MIG devices carved from it draw on one counter
+    set) are counted once per hardware: each counter set goes to one flavor, the one
+    with the most devices allocated from it (the hardware is in use that way) or,
+    when none is, the one that fits the fewest devices in it (the whole GPU, ties in
+    catalog order); that flavor counts its devices allocated there and as many of
+    its free ones as the counters left by every allocation in the set still fit.
+    """
+    counted = {slug: {d.key for d in found if not d.consumes} for slug, found in served.items()}
+    groups = {}  # the counter sets a device draws on -> {slug: [Device]}
+    for slug, found in served.items():
+        for device in found:
+            if device.consumes:
+                groups.setdefault(tuple(sorted(device.consumes)), {}).setdefault(slug, [])
+                groups[tuple(sorted(device.consumes))][slug].append(device)
+    for set_keys, candidates in groups.items():
+        left = {key: dict(sets.get(key, {})) for key in set_keys}
+        for device in devices:  # every allocation in the set, whichever flavor's
+            if device.key in allocated and set(device.consumes) & set(set_keys):
+                _draw(device.consumes, left)
+        fits = {}
+        for slug, found in candidates.items():
+            room = {key: dict(counters) for key, counters in left.items()}
+            chosen = [d.key for d in found if d.key in allocated]
+            for device in sorted(found, key=lambda d: d.name):
+                if device.key not in allocated and _fits(device.consumes, room):
+                    _draw(device.consumes, room)
+                    chosen.append(device.key)
+            fits[slug] = chosen
+        order = list(candidates)
+        owner = max(
+            order,
+            key=lambda slug: (
+                sum(1 for d in candidates[slug] if d.key in allocated),
+                -len(fits[slug]) if fits[slug] else -(10**9),
+                -order.index(slug),
+            ),
+        )
+        counted[owner] |= set(fits[owner])
+    return counted
 
 
 def class_terms(device_class):
@@ -158,7 +303,13 @@ class Dra:
             except device_selectors.SelectorError as exc:
                 self.classes[item["metadata"]["name"]] = exc
         self.devices = slice_devices(slices)
+        self.sets = shared_counters(slices)
         self.allocated = allocated_devices(claims)
+
+    def counted(self, flavors):
+        """{flavor slug: {device key}} counted for each DRA flavor (`share_counters`)."""
+        served = {f.slug: self.devices_of(f) for f in flavors if f.device_class}
+        return share_counters(served, self.devices, self.sets, self.allocated)
 
     def problem(self, flavor):
         """Why the portal cannot count `flavor`'s devices, or ""."""
@@ -314,6 +465,7 @@ def take_inventory(nodes, pods, flavors, dra=None):
     `device_class` (and `selector_terms` for DRA ones).
     """
     held = held_by_node(pods)
+    counted = dra.counted(flavors) if dra is not None else {}
     gpu_nodes = []
     per_flavor = {flavor.slug: FlavorFigures() for flavor in flavors}
     dra_flavors = {flavor.slug for flavor in flavors if getattr(flavor, "device_class", "")}
@@ -334,16 +486,43 @@ def take_inventory(nodes, pods, flavors, dra=None):
             totals = per_flavor[flavor.slug]
             if flavor.slug in dra_flavors:
                 served = dra.devices_of(flavor, figures.name)
-                totals.nodes[figures.name] = len(served)
+                mine = [d for d in served if d.key in counted[flavor.slug]]
+                if mine:
+                    totals.nodes[figures.name] = len(mine)
                 totals.allocated += sum(1 for d in served if d.key in dra.allocated)
                 if offers:
-                    totals.devices += len(served)
+                    totals.devices += len(mine)
                 continue
             totals.nodes[figures.name] = figures.allocatable[flavor.resource_name]
             totals.allocated += figures.allocated.get(flavor.resource_name, 0)
             if offers:
                 totals.devices += figures.allocatable[flavor.resource_name]
+    if dra is not None:
+        _count_unbound(nodes, flavors, dra, counted, per_flavor)
     return Inventory(nodes=gpu_nodes, flavors=per_flavor)
+
+
+def _count_unbound(nodes, flavors, dra, counted, per_flavor):
+    """Devices not bound to one node (`allNodes`, `nodeSelector`): counted once, under
+    ALL_NODES or NODE_SELECTOR, and offered when a Ready, schedulable node can reach them."""
+    open_nodes = [
+        n for n in nodes if is_ready(n) and not (n.get("spec") or {}).get("unschedulable")
+    ]
+    for flavor in flavors:
+        if not getattr(flavor, "device_class", "") or dra.problem(flavor):
+            continue
+        totals = per_flavor[flavor.slug]
+        for device in dra.devices_of(flavor):
+            if device.node or device.key not in counted[flavor.slug]:
+                continue
+            totals.nodes[device.reach] = totals.nodes.get(device.reach, 0) + 1
+            totals.allocated += device.key in dra.allocated
+            if (
+                device.reach == ALL_NODES
+                and open_nodes
+                or any(node_selected(n, device.selector) for n in open_nodes)
+            ):
+                totals.devices += 1
 
 
 # --- team namespaces' quota, as the cluster keeps it ---

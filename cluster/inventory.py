@@ -61,7 +61,9 @@ def node_serves_flavor(node, flavor, dra=None):
     and its labels carry every key=value of the flavor's node selector.
 
     A DRA flavor (`device_class` set) is served by the nodes whose ResourceSlices
-    (in `dra`, a `Dra`) list a device that serves it; without `dra`, by none.
+    (in `dra`, a `Dra`) list a device that serves it; without `dra`, by none. A
+    node offers an extended resource through DRA too, when a DeviceClass maps it
+    (`spec.extendedResourceName`) and the node has devices of that class.
 
     Flavors sharing a resource name are told apart only by their selectors.
     Readiness, cordons and taints are not part of it: a cordoned node still
@@ -69,7 +71,9 @@ def node_serves_flavor(node, flavor, dra=None):
     """
     if getattr(flavor, "device_class", ""):
         return dra is not None and bool(dra.devices_of(flavor, node["metadata"]["name"]))
-    if flavor.resource_name not in allocatable_gpus(node):
+    if flavor.resource_name not in allocatable_gpus(node) and not (
+        dra is not None and dra.mapped_devices(flavor.resource_name, node["metadata"]["name"])
+    ):
         return False
     labels = labels_of(node)
     return all(labels.get(key) == value for key, value in (flavor.node_selector or {}).items())
@@ -297,7 +301,12 @@ class Dra:
 
     def __init__(self, classes, slices, claims):
         self.classes = {}  # name -> [Term] | SelectorError
+        # extended resource name -> classes that serve pods asking for it
+        self.extended = {}
         for item in classes:
+            mapped = (item.get("spec") or {}).get("extendedResourceName")
+            if mapped:
+                self.extended.setdefault(mapped, []).append(item["metadata"]["name"])
             try:
                 self.classes[item["metadata"]["name"]] = class_terms(item)
             except device_selectors.SelectorError as exc:
@@ -333,6 +342,16 @@ class Dra:
             for device in self.devices
             if (node is None or device.node == node) and device_serves(device, terms)
         ]
+
+    def mapped_devices(self, resource_name, node):
+        """[Device] on `node` of the classes mapping `resource_name` (DRAExtendedResource:
+        the scheduler makes a claim for a pod asking for it, from these devices)."""
+        found = []
+        for name in self.extended.get(resource_name, []):
+            terms = self.classes[name]
+            if not isinstance(terms, device_selectors.SelectorError):
+                found += [d for d in self.devices if d.node == node and device_serves(d, terms)]
+        return found
 
     def class_devices(self, node):
         """{class quota resource: devices on `node`} for each class the portal reads."""
@@ -493,10 +512,16 @@ def take_inventory(nodes, pods, flavors, dra=None):
                 if offers:
                     totals.devices += len(mine)
                 continue
-            totals.nodes[figures.name] = figures.allocatable[flavor.resource_name]
-            totals.allocated += figures.allocated.get(flavor.resource_name, 0)
+            here = figures.allocatable.get(flavor.resource_name, 0)
+            held_here = figures.allocated.get(flavor.resource_name, 0)
+            if dra is not None:  # devices of a class mapping the resource name
+                mapped = dra.mapped_devices(flavor.resource_name, figures.name)
+                here += len(mapped)
+                held_here += sum(1 for d in mapped if d.key in dra.allocated)
+            totals.nodes[figures.name] = here
+            totals.allocated += held_here
             if offers:
-                totals.devices += figures.allocatable[flavor.resource_name]
+                totals.devices += here
     if dra is not None:
         _count_unbound(nodes, flavors, dra, counted, per_flavor)
     return Inventory(nodes=gpu_nodes, flavors=per_flavor)

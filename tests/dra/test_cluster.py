@@ -282,3 +282,51 @@ def test_a_gpu_and_its_mig_devices_are_counted_once_and_the_scheduler_agrees(db,
     (condition,) = wait_for(unschedulable, timeout=60)
     assert "cannot allocate all claims" in condition["message"]
     assert allocation(cluster, "whole", "dra-test") is None
+
+
+@REAL
+def test_pods_asking_for_an_extended_resource_a_device_class_maps_count_for_its_flavor(
+    db, backend, cluster
+):
+    """DRAExtendedResource (GA, on by default in v1.37.2): a DeviceClass with
+    `extendedResourceName` makes the scheduler serve a pod asking for that resource
+    with a claim on the class's devices; the extended-resource flavor of that name
+    counts those devices and the allocation."""
+    mapped = objects.device_class("gpu.nvidia.com", objects.GPU_CLASS)
+    mapped["spec"]["extendedResourceName"] = "nvidia.com/dra-gpu"
+    for obj in (mapped, objects.resource_slice("cpu-0", objects.H100_DEVICES)):
+        cluster.apply(obj, field_manager="tests")
+    dra_flavor("h100-dra", selector=objects.H100_ONLY)  # the portal reads DRA
+    extended = Flavor(
+        slug="h100-mapped",
+        name="H100 (nvidia.com/dra-gpu)",
+        gpu_model="NVIDIA H100 80GB HBM3",
+        memory_gb=80,
+        resource_name="nvidia.com/dra-gpu",
+        capacity=0,
+        price_per_gpu_hour="4.0000",
+    )
+    extended.full_clean()
+    extended.save()
+    namespace(cluster, "dra-test")
+    pod = pod_with_claim("asks", "dra-test", "unused")
+    del pod["spec"]["resourceClaims"]
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/dra-gpu": "1"}}
+    cluster.apply(pod, field_manager="tests")
+
+    def claims():
+        return [
+            c
+            for c in cluster.list("ResourceClaim", namespace="dra-test")
+            if ((c.get("status") or {}).get("allocation"))
+        ]
+
+    (claim,) = wait_for(claims, timeout=60)  # made by the scheduler
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "cpu-0"
+
+    cluster_actions.record_inventory()
+    row = FlavorCapacity.objects.get(flavor=extended)
+    assert (row.devices, row.allocated, row.nodes) == (2, 1, {"cpu-0": 2})
+    extended.refresh_from_db()
+    assert extended.capacity == 2

@@ -238,3 +238,20 @@ def test_devices_behind_a_node_selector_are_offered_only_if_a_node_it_selects_is
     assert node_selected(labelled("c", rack="r1"), SELECTOR["nodeSelector"]["nodeSelectorTerms"])
     by_name = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["d"]}]}]
     assert node_selected(node("d"), by_name) and not node_selected(node("e"), by_name)
+
+
+def test_an_extended_resource_a_device_class_maps_counts_its_devices():
+    mapped = objects.device_class("gpu.nvidia.com", objects.GPU_CLASS)
+    mapped["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    dra = Dra([mapped], SLICES, [ALLOCATED])
+    extended = Flavor(slug="gpu", resource_name="nvidia.com/gpu", node_selector={"zone": "a"})
+    inventory = take_inventory(
+        [labelled("node-a", zone="a"), labelled("node-b", zone="b")], [], [extended], dra
+    )
+    assert inventory.flavors["gpu"] == FlavorFigures(devices=2, allocated=1, nodes={"node-a": 2})
+    # Without the mapping the nodes offer no nvidia.com/gpu.
+    plain = Dra([objects.device_class("gpu.nvidia.com", objects.GPU_CLASS)], SLICES, [])
+    assert (
+        take_inventory([labelled("node-a", zone="a")], [], [extended], plain).flavors["gpu"]
+        == FlavorFigures()
+    )

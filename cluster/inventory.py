@@ -11,6 +11,7 @@ tested by comparing its output.
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from gpu_requests import devices as device_selectors
 
@@ -105,7 +106,7 @@ class Device:
     def key(self):
         return (self.driver, self.pool, self.name)
 
-    @property
+    @cached_property
     def consumes(self):
         """{(driver, pool, counter set): {counter: Decimal}} this device draws on
         (a partitionable device: a MIG device, or the whole GPU it is carved from)."""
@@ -121,6 +122,7 @@ ALL_NODES = "all nodes"
 NODE_SELECTOR = "nodes by selector"
 
 
+@lru_cache(maxsize=4096)  # counters repeat the same few values thousands of times
 def _quantity(value):
     try:
         return device_selectors.parse_quantity(value)
@@ -244,33 +246,41 @@ def share_counters(served, devices, sets, allocated):
     for slug, found in served.items():
         for device in found:
             if device.consumes:
-                groups.setdefault(tuple(sorted(device.consumes)), {}).setdefault(slug, [])
-                groups[tuple(sorted(device.consumes))][slug].append(device)
+                group = groups.setdefault(tuple(sorted(device.consumes)), {})
+                group.setdefault(slug, []).append(device)
+    drawn = {}  # counter set -> the allocated devices drawing on it, whichever flavor's
+    for device in devices:
+        if device.key in allocated:
+            for key in device.consumes:
+                drawn.setdefault(key, []).append(device)
     for set_keys, candidates in groups.items():
         left = {key: dict(sets.get(key, {})) for key in set_keys}
-        for device in devices:  # every allocation in the set, whichever flavor's
-            if device.key in allocated and set(device.consumes) & set(set_keys):
-                _draw(device.consumes, left)
-        fits = {}
-        for slug, found in candidates.items():
-            room = {key: dict(counters) for key, counters in left.items()}
-            chosen = [d.key for d in found if d.key in allocated]
-            for device in sorted(found, key=lambda d: d.name):
-                if device.key not in allocated and _fits(device.consumes, room):
-                    _draw(device.consumes, room)
-                    chosen.append(device.key)
-            fits[slug] = chosen
-        order = list(candidates)
-        owner = max(
-            order,
-            key=lambda slug: (
-                sum(1 for d in candidates[slug] if d.key in allocated),
-                -len(fits[slug]) if fits[slug] else -(10**9),
-                -order.index(slug),
-            ),
-        )
-        counted[owner] |= set(fits[owner])
+        for held in {d.key: d for key in set_keys for d in drawn.get(key, [])}.values():
+            _draw(held.consumes, left)
+        fits = {slug: _fit(found, left, allocated) for slug, found in candidates.items()}
+        in_use = {
+            slug: sum(d.key in allocated for d in found) for slug, found in candidates.items()
+        }
+        if any(in_use.values()):
+            owner = max(candidates, key=lambda slug: in_use[slug])  # first of the most used
+        else:
+            fitting = [slug for slug in candidates if fits[slug]]
+            owner = min(fitting, key=lambda slug: len(fits[slug])) if fitting else None
+        if owner is not None:
+            counted[owner] |= fits[owner]
     return counted
+
+
+def _fit(found, left, allocated):
+    """{device key} of `found` held (allocated) plus the free ones, by name, that the
+    counters `left` still fit, one after another."""
+    room = {key: dict(counters) for key, counters in left.items()}
+    chosen = {d.key for d in found if d.key in allocated}
+    for device in sorted(found, key=lambda d: d.name):
+        if device.key not in chosen and _fits(device.consumes, room):
+            _draw(device.consumes, room)
+            chosen.add(device.key)
+    return chosen
 
 
 def class_terms(device_class):
@@ -312,7 +322,11 @@ class Dra:
             except device_selectors.SelectorError as exc:
                 self.classes[item["metadata"]["name"]] = exc
         self.devices = slice_devices(slices)
+        self.on_node = {}  # node -> [Device]: one pass, not one per node
+        for device in self.devices:
+            self.on_node.setdefault(device.node, []).append(device)
         self.sets = shared_counters(slices)
+        self._served = {}  # flavor slug -> {node (None: all): [Device] serving it}
         self.allocated = allocated_devices(claims)
 
     def counted(self, flavors):
@@ -336,12 +350,13 @@ class Dra:
         """[Device] that serve `flavor` (on `node`, if given)."""
         if self.problem(flavor):
             return []
-        terms = self.classes[flavor.device_class] + flavor.selector_terms
-        return [
-            device
-            for device in self.devices
-            if (node is None or device.node == node) and device_serves(device, terms)
-        ]
+        if flavor.slug not in self._served:  # matched once per flavor, then by node
+            terms = self.classes[flavor.device_class] + flavor.selector_terms
+            served = [device for device in self.devices if device_serves(device, terms)]
+            self._served[flavor.slug] = by_node = {None: served}
+            for device in served:
+                by_node.setdefault(device.node, []).append(device)
+        return self._served[flavor.slug].get(node, [])
 
     def mapped_devices(self, resource_name, node):
         """[Device] on `node` of the classes mapping `resource_name` (DRAExtendedResource:
@@ -350,7 +365,7 @@ class Dra:
         for name in self.extended.get(resource_name, []):
             terms = self.classes[name]
             if not isinstance(terms, device_selectors.SelectorError):
-                found += [d for d in self.devices if d.node == node and device_serves(d, terms)]
+                found += [d for d in self.on_node.get(node, []) if device_serves(d, terms)]
         return found
 
     def class_devices(self, node):
@@ -359,7 +374,7 @@ class Dra:
         for name, terms in self.classes.items():
             if isinstance(terms, device_selectors.SelectorError):
                 continue
-            served = [d for d in self.devices if d.node == node and device_serves(d, terms)]
+            served = [d for d in self.on_node.get(node, []) if device_serves(d, terms)]
             if served:
                 counts[device_selectors.quota_resource(name)] = len(served)
         return counts
@@ -371,8 +386,8 @@ class Dra:
                 continue
             held = [
                 d
-                for d in self.devices
-                if d.node == node and d.key in self.allocated and device_serves(d, terms)
+                for d in self.on_node.get(node, [])
+                if d.key in self.allocated and device_serves(d, terms)
             ]
             if held:
                 counts[device_selectors.quota_resource(name)] = len(held)

@@ -264,8 +264,32 @@ def _condition(obj, kind):
     return None
 
 
-def outcome(obj):
-    """(status, reason) a Job's conditions say, or None while it runs or waits."""
+def waits_for_claims(pod):
+    """True if `pod` is Pending with a ResourceClaim the claim controller has not made
+    yet: over the team's DRA quota the pod is admitted and waits (the Job counts it
+    active) while the controller retries, recording FailedResourceClaimCreation."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in (None, "Pending"):
+        return False
+    wanted = {
+        claim.get("name")
+        for claim in (pod.get("spec") or {}).get("resourceClaims") or []
+        if claim.get("resourceClaimTemplateName")
+    }
+    made = {
+        claim.get("name")
+        for claim in status.get("resourceClaimStatuses") or []
+        if claim.get("resourceClaimName")
+    }
+    return bool(wanted - made)
+
+
+def outcome(obj, waiting=0):
+    """(status, reason) a Job's conditions say, or None while it runs or waits.
+
+    `waiting`: pods the Job counts active that wait for their ResourceClaims
+    (`waits_for_claims`); a job with only those has not started, as an
+    extended-resource job whose pods the quota refuses has none."""
     if _condition(obj, "Complete"):
         return Status.SUCCEEDED, "Completed."
     failed = _condition(obj, "Failed")
@@ -276,7 +300,7 @@ def outcome(obj):
             )
         return Status.FAILED, f"{failed.get('reason')}: {failed.get('message') or ''}".strip()
     status = obj.get("status") or {}
-    if (status.get("active") or 0) > 0 or (status.get("ready") or 0) > 0:
+    if (status.get("active") or 0) > waiting or (status.get("ready") or 0) > 0:
         return Status.RUNNING, "Pods are running."
     return None
 
@@ -296,8 +320,8 @@ def record(obj, *, cluster, now=None):
     if job is None or job.status not in (Status.RELEASED, Status.RUNNING):
         return None
     namespace = job_namespace(job.team)
-    details = _details(cluster, namespace, job)
-    found = outcome(obj)
+    details, waiting = _details(cluster, namespace, job)
+    found = outcome(obj, waiting)
     tolerates = bool((obj.get("spec") or {}).get("podFailurePolicy"))
     if not tolerates and len(details.get("disrupted_pods", job.disrupted_pods)) > len(
         job.disrupted_pods
@@ -383,7 +407,8 @@ def _requeue(job):
 
 def _details(cluster, namespace, job):
     """Warning events of the Job and its pods, the log tail, GPU-minutes lost to
-    disruptions. Two or three API calls."""
+    disruptions; and how many of its pods wait for their ResourceClaims. Two or
+    three API calls."""
     name = job.kubernetes_name
     warnings = [
         {"reason": e.get("reason"), "message": e.get("message"), "count": e.get("count") or 1}
@@ -412,7 +437,7 @@ def _details(cluster, namespace, job):
         # A pod gone meanwhile has no log: keep the last one we read.
         with contextlib.suppress(kube.ClusterError):
             details["log_tail"] = cluster.pod_log(namespace, last["metadata"]["name"])[-4000:]
-    return details
+    return details, sum(1 for pod in pods if waits_for_claims(pod))
 
 
 def _parse(stamp):

@@ -11,6 +11,7 @@ tested by comparing its output.
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from gpu_requests import devices as device_selectors
 
@@ -61,7 +62,9 @@ def node_serves_flavor(node, flavor, dra=None):
     and its labels carry every key=value of the flavor's node selector.
 
     A DRA flavor (`device_class` set) is served by the nodes whose ResourceSlices
-    (in `dra`, a `Dra`) list a device that serves it; without `dra`, by none.
+    (in `dra`, a `Dra`) list a device that serves it; without `dra`, by none. A
+    node offers an extended resource through DRA too, when a DeviceClass maps it
+    (`spec.extendedResourceName`) and the node has devices of that class.
 
     Flavors sharing a resource name are told apart only by their selectors.
     Readiness, cordons and taints are not part of it: a cordoned node still
@@ -69,7 +72,9 @@ def node_serves_flavor(node, flavor, dra=None):
     """
     if getattr(flavor, "device_class", ""):
         return dra is not None and bool(dra.devices_of(flavor, node["metadata"]["name"]))
-    if flavor.resource_name not in allocatable_gpus(node):
+    if flavor.resource_name not in allocatable_gpus(node) and not (
+        dra is not None and dra.mapped_devices(flavor.resource_name, node["metadata"]["name"])
+    ):
         return False
     labels = labels_of(node)
     return all(labels.get(key) == value for key, value in (flavor.node_selector or {}).items())
@@ -89,39 +94,193 @@ DRA_UNAVAILABLE = "DRA is not available on this cluster (it does not serve resou
 class Device:
     """One device a ResourceSlice publishes."""
 
-    node: str  # "" for devices not bound to one node
+    node: str  # "" for devices not bound to one node (see `reach`)
     driver: str
     pool: str
     name: str
-    spec: dict  # the slice's `devices[]` entry: attributes, capacity
+    spec: dict  # the slice's `devices[]` entry: attributes, capacity, consumesCounters
+    reach: str = ""  # for node: "": ALL_NODES or NODE_SELECTOR (then `selector`)
+    selector: list = field(default_factory=list)  # the NodeSelector's terms, for NODE_SELECTOR
 
     @property
     def key(self):
         return (self.driver, self.pool, self.name)
 
+    @cached_property
+    def consumes(self):
+        """{(driver, pool, counter set): {counter: Decimal}} this device draws on
+        (a partitionable device: a MIG device, or the whole GPU it is carved from)."""
+        drawn = {}
+        for item in self.spec.get("consumesCounters") or []:
+            counters = drawn.setdefault((self.driver, self.pool, item.get("counterSet")), {})
+            for name, counter in (item.get("counters") or {}).items():
+                counters[name] = _quantity(counter.get("value"))
+        return drawn
 
-def slice_devices(slices):
-    """[Device] of the newest generation of each pool (Kubernetes ignores older
-    slices of a pool still being republished). Slices holding only shared
-    counters (partitionable devices) list no devices."""
+
+ALL_NODES = "all nodes"
+NODE_SELECTOR = "nodes by selector"
+
+
+@lru_cache(maxsize=4096)  # counters repeat the same few values thousands of times
+def _quantity(value):
+    try:
+        return device_selectors.parse_quantity(value)
+    except device_selectors.SelectorError:
+        return device_selectors.parse_quantity("0")
+
+
+def current_slices(slices):
+    """The slices of the newest generation of each pool (Kubernetes ignores older
+    slices of a pool still being republished)."""
     newest = {}
     for item in slices:
         spec = item.get("spec") or {}
         pool = spec.get("pool") or {}
         key = (spec.get("driver", ""), pool.get("name", ""))
         newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
-    found = []
     for item in slices:
         spec = item.get("spec") or {}
         pool = spec.get("pool") or {}
-        driver, pool_name = spec.get("driver", ""), pool.get("name", "")
-        if int(pool.get("generation") or 0) != newest[(driver, pool_name)]:
-            continue
+        key = (spec.get("driver", ""), pool.get("name", ""))
+        if int(pool.get("generation") or 0) == newest[key]:
+            yield spec
+
+
+def _placement(spec):
+    """(node, reach, selector terms) of a slice's spec, or of a device entry (with
+    perDeviceNodeSelection); None when it names none of them."""
+    if spec.get("nodeName"):
+        return spec["nodeName"], "", ()
+    if spec.get("allNodes"):
+        return "", ALL_NODES, ()
+    if spec.get("nodeSelector"):
+        terms = (spec["nodeSelector"] or {}).get("nodeSelectorTerms") or []
+        return "", NODE_SELECTOR, terms
+    return None
+
+
+def _requirement_met(requirement, values):
+    """One NodeSelectorRequirement against {key: value} (labels or fields)."""
+    key, operator = requirement.get("key"), requirement.get("operator")
+    wanted = requirement.get("values") or []
+    if operator == "In":
+        return values.get(key) in wanted
+    if operator == "NotIn":
+        return values.get(key) not in wanted
+    if operator == "Exists":
+        return key in values
+    if operator == "DoesNotExist":
+        return key not in values
+    if operator in ("Gt", "Lt") and wanted and count(values.get(key, "")) and count(wanted[0]):
+        number, bound = count(values[key]), count(wanted[0])
+        return number > bound if operator == "Gt" else number < bound
+    return False
+
+
+def node_selected(node, terms):
+    """True if `node` meets one of a NodeSelector's `terms` (each: all its
+    matchExpressions on labels and matchFields on metadata.name)."""
+    fields = {"metadata.name": node["metadata"]["name"]}
+    return any(
+        all(_requirement_met(r, labels_of(node)) for r in term.get("matchExpressions") or [])
+        and all(_requirement_met(r, fields) for r in term.get("matchFields") or [])
+        for term in terms
+    )
+
+
+def slice_devices(slices):
+    """[Device] of the newest generation of each pool. Slices holding only shared
+    counters (partitionable devices) list no devices."""
+    found = []
+    for spec in current_slices(slices):
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        where = _placement(spec) or ("", "", [])
         for device in spec.get("devices") or []:
-            found.append(
-                Device(spec.get("nodeName") or "", driver, pool_name, device["name"], device)
-            )
+            node, reach, selector = _placement(device) or where
+            found.append(Device(node, driver, pool, device["name"], device, reach, selector))
     return found
+
+
+def shared_counters(slices):
+    """{(driver, pool, counter set): {counter: Decimal}} of the newest generation."""
+    sets = {}
+    for spec in current_slices(slices):
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for item in spec.get("sharedCounters") or []:
+            sets[(driver, pool, item.get("name"))] = {
+                name: _quantity(counter.get("value"))
+                for name, counter in (item.get("counters") or {}).items()
+            }
+    return sets
+
+
+def _fits(consumes, left):
+    return all(
+        amount <= left.get(key, {}).get(name, 0)
+        for key, counters in consumes.items()
+        for name, amount in counters.items()
+    )
+
+
+def _draw(consumes, left):
+    for key, counters in consumes.items():
+        for name, amount in counters.items():
+            left.setdefault(key, {})[name] = left.get(key, {}).get(name, 0) - amount
+
+
+def share_counters(served, devices, sets, allocated):
+    """{flavor slug: {device key}} each flavor counts, from `served` ({slug: [Device]
+    that serve it}, in catalog order).
+
+    A device drawing on no shared counters counts for every flavor it serves. The
+    partitionable ones (a GPU and the MIG devices carved from it draw on one counter
+    set) are counted once per hardware: each counter set goes to one flavor, the one
+    with the most devices allocated from it (the hardware is in use that way) or,
+    when none is, the one that fits the fewest devices in it (the whole GPU, ties in
+    catalog order); that flavor counts its devices allocated there and as many of
+    its free ones as the counters left by every allocation in the set still fit.
+    """
+    counted = {slug: {d.key for d in found if not d.consumes} for slug, found in served.items()}
+    groups = {}  # the counter sets a device draws on -> {slug: [Device]}
+    for slug, found in served.items():
+        for device in found:
+            if device.consumes:
+                group = groups.setdefault(tuple(sorted(device.consumes)), {})
+                group.setdefault(slug, []).append(device)
+    drawn = {}  # counter set -> the allocated devices drawing on it, whichever flavor's
+    for device in devices:
+        if device.key in allocated:
+            for key in device.consumes:
+                drawn.setdefault(key, []).append(device)
+    for set_keys, candidates in groups.items():
+        left = {key: dict(sets.get(key, {})) for key in set_keys}
+        for held in {d.key: d for key in set_keys for d in drawn.get(key, [])}.values():
+            _draw(held.consumes, left)
+        fits = {slug: _fit(found, left, allocated) for slug, found in candidates.items()}
+        in_use = {
+            slug: sum(d.key in allocated for d in found) for slug, found in candidates.items()
+        }
+        if any(in_use.values()):
+            owner = max(candidates, key=lambda slug: in_use[slug])  # first of the most used
+        else:
+            fitting = [slug for slug in candidates if fits[slug]]
+            owner = min(fitting, key=lambda slug: len(fits[slug])) if fitting else None
+        if owner is not None:
+            counted[owner] |= fits[owner]
+    return counted
+
+
+def _fit(found, left, allocated):
+    """{device key} of `found` held (allocated) plus the free ones, by name, that the
+    counters `left` still fit, one after another."""
+    room = {key: dict(counters) for key, counters in left.items()}
+    chosen = {d.key for d in found if d.key in allocated}
+    for device in sorted(found, key=lambda d: d.name):
+        if device.key not in chosen and _fits(device.consumes, room):
+            _draw(device.consumes, room)
+            chosen.add(device.key)
+    return chosen
 
 
 def class_terms(device_class):
@@ -152,13 +311,28 @@ class Dra:
 
     def __init__(self, classes, slices, claims):
         self.classes = {}  # name -> [Term] | SelectorError
+        # extended resource name -> classes that serve pods asking for it
+        self.extended = {}
         for item in classes:
+            mapped = (item.get("spec") or {}).get("extendedResourceName")
+            if mapped:
+                self.extended.setdefault(mapped, []).append(item["metadata"]["name"])
             try:
                 self.classes[item["metadata"]["name"]] = class_terms(item)
             except device_selectors.SelectorError as exc:
                 self.classes[item["metadata"]["name"]] = exc
         self.devices = slice_devices(slices)
+        self.on_node = {}  # node -> [Device]: one pass, not one per node
+        for device in self.devices:
+            self.on_node.setdefault(device.node, []).append(device)
+        self.sets = shared_counters(slices)
+        self._served = {}  # flavor slug -> {node (None: all): [Device] serving it}
         self.allocated = allocated_devices(claims)
+
+    def counted(self, flavors):
+        """{flavor slug: {device key}} counted for each DRA flavor (`share_counters`)."""
+        served = {f.slug: self.devices_of(f) for f in flavors if f.device_class}
+        return share_counters(served, self.devices, self.sets, self.allocated)
 
     def problem(self, flavor):
         """Why the portal cannot count `flavor`'s devices, or ""."""
@@ -176,12 +350,23 @@ class Dra:
         """[Device] that serve `flavor` (on `node`, if given)."""
         if self.problem(flavor):
             return []
-        terms = self.classes[flavor.device_class] + flavor.selector_terms
-        return [
-            device
-            for device in self.devices
-            if (node is None or device.node == node) and device_serves(device, terms)
-        ]
+        if flavor.slug not in self._served:  # matched once per flavor, then by node
+            terms = self.classes[flavor.device_class] + flavor.selector_terms
+            served = [device for device in self.devices if device_serves(device, terms)]
+            self._served[flavor.slug] = by_node = {None: served}
+            for device in served:
+                by_node.setdefault(device.node, []).append(device)
+        return self._served[flavor.slug].get(node, [])
+
+    def mapped_devices(self, resource_name, node):
+        """[Device] on `node` of the classes mapping `resource_name` (DRAExtendedResource:
+        the scheduler makes a claim for a pod asking for it, from these devices)."""
+        found = []
+        for name in self.extended.get(resource_name, []):
+            terms = self.classes[name]
+            if not isinstance(terms, device_selectors.SelectorError):
+                found += [d for d in self.on_node.get(node, []) if device_serves(d, terms)]
+        return found
 
     def class_devices(self, node):
         """{class quota resource: devices on `node`} for each class the portal reads."""
@@ -189,7 +374,7 @@ class Dra:
         for name, terms in self.classes.items():
             if isinstance(terms, device_selectors.SelectorError):
                 continue
-            served = [d for d in self.devices if d.node == node and device_serves(d, terms)]
+            served = [d for d in self.on_node.get(node, []) if device_serves(d, terms)]
             if served:
                 counts[device_selectors.quota_resource(name)] = len(served)
         return counts
@@ -201,8 +386,8 @@ class Dra:
                 continue
             held = [
                 d
-                for d in self.devices
-                if d.node == node and d.key in self.allocated and device_serves(d, terms)
+                for d in self.on_node.get(node, [])
+                if d.key in self.allocated and device_serves(d, terms)
             ]
             if held:
                 counts[device_selectors.quota_resource(name)] = len(held)
@@ -314,6 +499,7 @@ def take_inventory(nodes, pods, flavors, dra=None):
     `device_class` (and `selector_terms` for DRA ones).
     """
     held = held_by_node(pods)
+    counted = dra.counted(flavors) if dra is not None else {}
     gpu_nodes = []
     per_flavor = {flavor.slug: FlavorFigures() for flavor in flavors}
     dra_flavors = {flavor.slug for flavor in flavors if getattr(flavor, "device_class", "")}
@@ -334,16 +520,49 @@ def take_inventory(nodes, pods, flavors, dra=None):
             totals = per_flavor[flavor.slug]
             if flavor.slug in dra_flavors:
                 served = dra.devices_of(flavor, figures.name)
-                totals.nodes[figures.name] = len(served)
+                mine = [d for d in served if d.key in counted[flavor.slug]]
+                if mine:
+                    totals.nodes[figures.name] = len(mine)
                 totals.allocated += sum(1 for d in served if d.key in dra.allocated)
                 if offers:
-                    totals.devices += len(served)
+                    totals.devices += len(mine)
                 continue
-            totals.nodes[figures.name] = figures.allocatable[flavor.resource_name]
-            totals.allocated += figures.allocated.get(flavor.resource_name, 0)
+            here = figures.allocatable.get(flavor.resource_name, 0)
+            held_here = figures.allocated.get(flavor.resource_name, 0)
+            if dra is not None:  # devices of a class mapping the resource name
+                mapped = dra.mapped_devices(flavor.resource_name, figures.name)
+                here += len(mapped)
+                held_here += sum(1 for d in mapped if d.key in dra.allocated)
+            totals.nodes[figures.name] = here
+            totals.allocated += held_here
             if offers:
-                totals.devices += figures.allocatable[flavor.resource_name]
+                totals.devices += here
+    if dra is not None:
+        _count_unbound(nodes, flavors, dra, counted, per_flavor)
     return Inventory(nodes=gpu_nodes, flavors=per_flavor)
+
+
+def _count_unbound(nodes, flavors, dra, counted, per_flavor):
+    """Devices not bound to one node (`allNodes`, `nodeSelector`): counted once, under
+    ALL_NODES or NODE_SELECTOR, and offered when a Ready, schedulable node can reach them."""
+    open_nodes = [
+        n for n in nodes if is_ready(n) and not (n.get("spec") or {}).get("unschedulable")
+    ]
+    for flavor in flavors:
+        if not getattr(flavor, "device_class", "") or dra.problem(flavor):
+            continue
+        totals = per_flavor[flavor.slug]
+        for device in dra.devices_of(flavor):
+            if device.node or device.key not in counted[flavor.slug]:
+                continue
+            totals.nodes[device.reach] = totals.nodes.get(device.reach, 0) + 1
+            totals.allocated += device.key in dra.allocated
+            if (
+                device.reach == ALL_NODES
+                and open_nodes
+                or any(node_selected(n, device.selector) for n in open_nodes)
+            ):
+                totals.devices += 1
 
 
 # --- team namespaces' quota, as the cluster keeps it ---

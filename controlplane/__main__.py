@@ -32,6 +32,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--dcgm-port", type=int, default=0, help="DCGM exporter pages (default: free)"
     )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="build the cluster file's draPools: GPUs published in ResourceSlices",
+    )
     parser.add_argument("--ready-file", help="written (with the ports, as JSON) once it is up")
     args = parser.parse_args(argv)
     directory = Path(args.dir or Path(os.environ.get("PORTAL_VAR_DIR") or ROOT / "var") / "cluster")
@@ -41,6 +46,7 @@ def main(argv=None) -> int:
         cluster_file=args.cluster,
         ksm_port=args.ksm_port,
         dcgm_port=args.dcgm_port,
+        dra=args.dra,
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

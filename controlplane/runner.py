@@ -88,11 +88,13 @@ class ControlPlane:
         node_monitor_grace_seconds: int = 20,
         ksm_port: int = 0,
         dcgm_port: int = 0,
+        dra: bool = False,
         log=print,
     ):
         self.directory = Path(directory)
         self.port = port or free_port()
         self.cluster_file = cluster_file
+        self.dra = dra  # build the cluster file's draPools and publish their slices
         self.node_monitor_grace_seconds = node_monitor_grace_seconds
         self.log = log
         self.url = f"https://{HOST}:{self.port}"
@@ -355,7 +357,10 @@ class ControlPlane:
 
     def create_nodes(self, cluster_file=None):
         """The cluster file's nodes (kubesim's format), as KWOK nodes; waits until Ready."""
-        made = nodes.kwok_nodes(cluster_file or self.cluster_file, kubelet_port=self.kwok_port)
+        path = cluster_file or self.cluster_file
+        made = nodes.kwok_nodes(path, kubelet_port=self.kwok_port)
+        if self.dra:
+            made += nodes.dra_nodes(path, kubelet_port=self.kwok_port)
         self.node_objects = made
         for node in made:
             self.call("POST", "/api/v1/nodes", node)
@@ -367,6 +372,11 @@ class ControlPlane:
             return names <= ready
 
         self._wait("kwok", all_ready, timeout=120)
+        if self.dra:
+            # What NVIDIA's DRA driver would publish on the DRA nodes.
+            for obj in nodes.dra_objects(path):
+                plural = "deviceclasses" if obj["kind"] == "DeviceClass" else "resourceslices"
+                self.call("POST", f"/apis/resource.k8s.io/v1/{plural}", obj)
         return sorted(names)
 
     def _start_exporters(self):

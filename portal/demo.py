@@ -151,8 +151,9 @@ class Cluster:
             self.service = Service("cluster", [
                 sys.executable, "-m", "controlplane", "--dir", str(directory),
                 "--port", CLUSTER_PORT, "--ksm-port", str(ksm), "--dcgm-port", str(dcgm),
-                "--ready-file", str(ready),
+                "--ready-file", str(ready), "--dra",
             ], ready=ready, ready_within=180)  # fmt: skip
+            self.dra_example = VAR_DIR / "dra-example.yaml"
             # The exporter pages are scraped without honor_labels, as a DaemonSet is.
             self.scrape = (
                 "  - job_name: dcgm\n"
@@ -167,10 +168,14 @@ class Cluster:
                 f"  Cluster     Kubernetes v1.37.2 with KWOK GPU nodes at https://127.0.0.1:"
                 f"{CLUSTER_PORT}   (CLUSTER_PORT={CLUSTER_PORT})",
                 f"              {KUBECTL} --kubeconfig {self.kubeconfig} get resourcequota -A",
+                "  DRA         flavor h100-dra: the GPUs of gpu-h100-dra-0's ResourceSlice; "
+                "vision's example runs on one",
+                f"              {KUBECTL} --kubeconfig {self.kubeconfig} get resourceclaims -A",
             ]
             self.batch_hint = "(real time: the window opens when its hour comes)"
             return
         self.kubeconfig = VAR_DIR / "kubeconfig"
+        self.dra_example = None  # kubesim serves no DRA
         self.service = Service("kubesim", [
             sys.executable, "-m", "kubesim", "--port", KUBESIM_PORT,
             "--state", str(VAR_DIR / "kubesim-state.json"), "--kubeconfig", str(self.kubeconfig),
@@ -189,6 +194,26 @@ class Cluster:
             "now, on kubesim's clock: curl -d '{\"advance\": 300}' "
             f"http://127.0.0.1:{KUBESIM_PORT}/_sim/clock"
         )
+
+    def run_dra_example(self, say, timeout=300):
+        """Apply vision's DRA example once the worker has put the class's key in the
+        team's quota: the real scheduler allocates an H100 of the DRA pool to it."""
+        key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+        kubectl = [str(KUBECTL), "--kubeconfig", str(self.kubeconfig)]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            quota = subprocess.run(
+                [*kubectl, "get", "resourcequota", "gpu-quota", "-n", "vision", "-o", "json"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if quota.returncode == 0 and key in quota.stdout:
+                applied = subprocess.run(
+                    [*kubectl, "apply", "-f", str(self.dra_example)], capture_output=True, text=True
+                )
+                say(f"DRA example for vision: {(applied.stdout or applied.stderr).strip()}")
+                return
+            time.sleep(2)
+        say("DRA example for vision not applied: the team's quota never listed the DRA class")
 
 
 def main():
@@ -216,6 +241,8 @@ def main():
     manage("seed_demo", EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend")
     # kubesim is not up yet; its clock starts at the real time once it is.
     manage("seed_batch", PORTAL_CLOCK="real")
+    if cluster.dra_example:
+        manage("seed_dra", "--example", str(cluster.dra_example))
 
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     services = [
@@ -263,6 +290,8 @@ Press Ctrl-C to stop.
 """,
             flush=True,
         )
+        if cluster.dra_example:
+            threading.Thread(target=cluster.run_dra_example, args=(say,), daemon=True).start()
         if billing_background is not None:
             # The portal answers meanwhile; the thread ends with the demo.
             threading.Thread(target=billing_background, args=(say,), daemon=True).start()

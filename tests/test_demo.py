@@ -211,8 +211,36 @@ def test_make_demo_cluster_kubernetes_runs_the_demo_on_the_real_control_plane(tm
         )
         quotas = wait_for(lambda: len(found := get("resourcequota")) >= 3 and found, timeout=120)
         assert {q["metadata"]["namespace"] for q in quotas} >= {"vision", "nlp", "speech"}
-        jobs = wait_for(lambda: len(found := get("jobs")) == 3 and found, timeout=120)
-        assert all(job["spec"]["suspend"] for job in jobs)
+        jobs = wait_for(lambda: len(found := get("jobs")) >= 3 and found, timeout=120)
+        batch = [job for job in jobs if job["metadata"]["name"].startswith("batch-")]
+        assert len(batch) == 3 and all(job["spec"]["suspend"] for job in batch)
+        # The DRA pool: its slice published at start, no nvidia.com/gpu on its node;
+        # vision's quota of the DRA flavor, and its example's claim allocated an H100
+        # of the pool by the real scheduler.
+        (dra_slice,) = get("resourceslices")
+        assert dra_slice["spec"]["nodeName"] == "gpu-h100-dra-0"
+        assert len(dra_slice["spec"]["devices"]) == 4
+        (node,) = [n for n in get("nodes") if n["metadata"]["name"] == "gpu-h100-dra-0"]
+        assert "nvidia.com/gpu" not in node["status"]["allocatable"]
+        key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+        def vision_dra_quota():
+            found = [q for q in get("resourcequota") if q["metadata"]["namespace"] == "vision"]
+            return [q["spec"]["hard"].get(key) for q in found if q["spec"]["hard"].get(key)]
+
+        assert wait_for(vision_dra_quota, timeout=120) == ["2"]
+
+        def allocated():
+            return [
+                result
+                for claim in get("resourceclaims")
+                for result in ((claim.get("status") or {}).get("allocation") or {})
+                .get("devices", {})
+                .get("results", [])
+            ]
+
+        (result,) = wait_for(allocated, timeout=120)
+        assert result["pool"] == "gpu-h100-dra-0"
         plane = [pid for pid, cmd in children(runner.pid).items() if "controlplane" in cmd]
         assert len(plane) == 1
         apiservers = [pid for pid, cmd in children(plane[0]).items() if "kube-apiserver" in cmd]

@@ -80,3 +80,70 @@ def claim(name, namespace, *, count=1, selector=None, device_class_name="gpu.nvi
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
     }
+
+
+# Partitionable devices (resource.k8s.io/v1, DRAPartitionableDevices): an A100 and
+# the seven MIG 1g.10gb devices carved from it draw on one counter set, published
+# in a slice of its own ("only one of devices and sharedCounters"); counter names
+# are lowercase labels, device names take no dots.
+A100_SLICES = 7
+
+
+def counter_set(name):
+    counters = {"multiprocessors": {"value": "98"}}
+    counters |= {f"memory-slice-{i}": {"value": "1"} for i in range(A100_SLICES)}
+    return {"name": name, "counters": counters}
+
+
+def partitionable_slices(node, gpus=("gpu-0",), *, pool=None):
+    """Two slices of one pool: the counter sets, and per GPU the whole A100 (drawing
+    on every counter) and its seven 1g.10gb MIG devices (one memory slice each)."""
+    pool = pool or f"{node}-a100"
+    devices = []
+    for name in gpus:
+        counter_name = f"{name}-counter-set"
+        every = counter_set(counter_name)["counters"]
+        whole = gpu(name, "NVIDIA A100-SXM4-80GB", "80Gi", "Ampere")
+        whole["consumesCounters"] = [{"counterSet": counter_name, "counters": every}]
+        devices.append(whole)
+        for i in range(A100_SLICES):
+            part = mig(f"{name}-mig-1g10gb-{i}", "1g.10gb", "9856Mi")
+            part["consumesCounters"] = [
+                {
+                    "counterSet": counter_name,
+                    "counters": {
+                        "multiprocessors": {"value": "14"},
+                        f"memory-slice-{i}": {"value": "1"},
+                    },
+                }
+            ]
+            devices.append(part)
+    common = {"driver": "gpu.nvidia.com", "nodeName": node}
+    pool_spec = {"name": pool, "generation": 1, "resourceSliceCount": 2}
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{pool}-counters"},
+            "spec": {
+                **common,
+                "pool": pool_spec,
+                "sharedCounters": [counter_set(f"{n}-counter-set") for n in gpus],
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{pool}-devices"},
+            "spec": {**common, "pool": pool_spec, "devices": devices},
+        },
+    ]
+
+
+def allocated(*devices, pool):
+    """A claim (status only) holding `devices` of `pool`."""
+    results = [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": name}
+        for name in devices
+    ]
+    return {"status": {"allocation": {"devices": {"results": results}}}}

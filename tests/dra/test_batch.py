@@ -12,6 +12,7 @@ from batch import actions, manifests
 from batch import cluster as batch_cluster
 from batch.models import BatchJob, ImageRule
 from cluster import actions as cluster_actions
+from cluster import kube
 from gpu_requests.models import Membership, Team
 from tests.batch.test_cluster import status_of, submit, watch_until
 from tests.dra import objects
@@ -96,3 +97,45 @@ def test_cancelling_a_dra_job_deletes_its_template_with_it(dra_setup, cluster):
     assert cluster.get("Job", name, "vision") is None
     # The garbage collector follows the owner reference.
     wait_for(lambda: cluster.get("ResourceClaimTemplate", name, "vision") is None, timeout=60)
+
+
+def test_a_dra_job_over_quota_stays_released_with_the_servers_refusal(dra_setup, cluster):
+    """Over the quota a DRA pod is admitted and waits (the Job counts it active):
+    the job stays released, as an extended-resource job whose pods the quota
+    refuses does, with the claim controller's refusal among its events; once the
+    quota allows the claim, it runs."""
+    job = submit(dra_setup, dra_setup["flavor"], gpus=1, parallelism=1, completions=1)
+    actions.replan(reason="test")
+    # A second quota someone added by hand: the pod's claim cannot be made.
+    cap = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "cap", "namespace": "vision"},
+        "spec": {"hard": {objects.QUOTA_KEY: "0"}},
+    }
+    cluster.apply(cap, field_manager="someone")
+    batch_cluster.release_due()
+    name = manifests.job_name(job.pk)
+
+    def refused():
+        live = cluster.get("Job", name, "vision")
+        if not (live.get("status") or {}).get("active"):
+            return None  # the pod is not there yet
+        batch_cluster.record(live, cluster=kube.cluster())  # as the portal's watch
+        job.refresh_from_db()
+        return [e for e in job.cluster_events if e["reason"] == "FailedResourceClaimCreation"]
+
+    event = wait_for(refused, timeout=90)[-1]
+    assert "exceeded quota: cap" in event["message"]
+    assert objects.QUOTA_KEY in event["message"]
+    assert status_of(job) == Status.RELEASED
+    assert not job.events.filter(action="start").exists()
+
+    cluster.delete("ResourceQuota", "cap", "vision")
+    # The claim controller retries with back-off (about 30 s on v1.37.2).
+    assert wait_for(lambda: _recorded(job, cluster, name) != Status.RELEASED, timeout=150)
+
+
+def _recorded(job, cluster, name):
+    batch_cluster.record(cluster.get("Job", name, "vision"), cluster=kube.cluster())
+    return status_of(job)

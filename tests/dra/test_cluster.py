@@ -232,3 +232,101 @@ def test_on_a_cluster_without_dra_the_portal_says_so(db, backend, cluster, clien
     page = client.get("/cluster/").content.decode()
     assert "DRA is not available on this cluster" in page
     assert "DRA: DeviceClass</span> <code>gpu.nvidia.com</code>" in page
+
+
+@REAL
+def test_a_gpu_and_its_mig_devices_are_counted_once_and_the_scheduler_agrees(db, backend, cluster):
+    """An A100 published as NVIDIA's driver publishes partitionable devices (a counter
+    set; the whole GPU and seven 1g.10gb MIG devices drawing on it): free, it counts
+    once, as the GPU; with a MIG device allocated by the real scheduler, it counts
+    for the MIG flavor (seven), and the scheduler will not allocate the whole GPU."""
+    for obj in (
+        objects.device_class("gpu.nvidia.com", objects.GPU_CLASS),
+        objects.device_class("mig.nvidia.com", objects.MIG_CLASS),
+        *objects.partitionable_slices("cpu-1"),
+    ):
+        cluster.apply(obj, field_manager="tests")
+    dra_flavor("a100-dra", selector='device.attributes["gpu.nvidia.com"].type == "gpu"')
+    dra_flavor("mig-dra", device_class="mig.nvidia.com")
+
+    def figures():
+        cluster_actions.record_inventory()
+        return {
+            row.flavor.slug: (row.devices, row.allocated, row.nodes)
+            for row in FlavorCapacity.objects.select_related("flavor")
+        }
+
+    assert figures() == {"a100-dra": (1, 0, {"cpu-1": 1}), "mig-dra": (0, 0, {})}
+
+    namespace(cluster, "dra-test")
+    cluster.apply(
+        objects.claim("slice", "dra-test", device_class_name="mig.nvidia.com"),
+        field_manager="tests",
+    )
+    cluster.apply(pod_with_claim("small", "dra-test", "slice"), field_manager="tests")
+    wait_for(lambda: allocation(cluster, "slice", "dra-test"), timeout=60)
+    assert figures() == {"a100-dra": (0, 0, {}), "mig-dra": (7, 1, {"cpu-1": 7})}
+
+    # The whole GPU is now out of reach: its claim stays unallocated.
+    cluster.apply(objects.claim("whole", "dra-test"), field_manager="tests")
+    cluster.apply(pod_with_claim("big", "dra-test", "whole"), field_manager="tests")
+
+    def unschedulable():
+        pod = cluster.get("Pod", "big", "dra-test")
+        return [
+            c
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        ]
+
+    (condition,) = wait_for(unschedulable, timeout=60)
+    assert "cannot allocate all claims" in condition["message"]
+    assert allocation(cluster, "whole", "dra-test") is None
+
+
+@REAL
+def test_pods_asking_for_an_extended_resource_a_device_class_maps_count_for_its_flavor(
+    db, backend, cluster
+):
+    """DRAExtendedResource (GA, on by default in v1.37.2): a DeviceClass with
+    `extendedResourceName` makes the scheduler serve a pod asking for that resource
+    with a claim on the class's devices; the extended-resource flavor of that name
+    counts those devices and the allocation."""
+    mapped = objects.device_class("gpu.nvidia.com", objects.GPU_CLASS)
+    mapped["spec"]["extendedResourceName"] = "nvidia.com/dra-gpu"
+    for obj in (mapped, objects.resource_slice("cpu-0", objects.H100_DEVICES)):
+        cluster.apply(obj, field_manager="tests")
+    dra_flavor("h100-dra", selector=objects.H100_ONLY)  # the portal reads DRA
+    extended = Flavor(
+        slug="h100-mapped",
+        name="H100 (nvidia.com/dra-gpu)",
+        gpu_model="NVIDIA H100 80GB HBM3",
+        memory_gb=80,
+        resource_name="nvidia.com/dra-gpu",
+        capacity=0,
+        price_per_gpu_hour="4.0000",
+    )
+    extended.full_clean()
+    extended.save()
+    namespace(cluster, "dra-test")
+    pod = pod_with_claim("asks", "dra-test", "unused")
+    del pod["spec"]["resourceClaims"]
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/dra-gpu": "1"}}
+    cluster.apply(pod, field_manager="tests")
+
+    def claims():
+        return [
+            c
+            for c in cluster.list("ResourceClaim", namespace="dra-test")
+            if ((c.get("status") or {}).get("allocation"))
+        ]
+
+    (claim,) = wait_for(claims, timeout=60)  # made by the scheduler
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "cpu-0"
+
+    cluster_actions.record_inventory()
+    row = FlavorCapacity.objects.get(flavor=extended)
+    assert (row.devices, row.allocated, row.nodes) == (2, 1, {"cpu-0": 2})
+    extended.refresh_from_db()
+    assert extended.capacity == 2

@@ -1,7 +1,15 @@
 """cluster.inventory for DRA flavors: pure functions over DeviceClass, ResourceSlice
 and ResourceClaim dicts, tested by comparing output."""
 
-from cluster.inventory import DRA_UNAVAILABLE, Dra, FlavorFigures, take_inventory
+from cluster.inventory import (
+    ALL_NODES,
+    DRA_UNAVAILABLE,
+    NODE_SELECTOR,
+    Dra,
+    FlavorFigures,
+    node_selected,
+    take_inventory,
+)
 from gpu_requests.devices import quota_resource
 from gpu_requests.models import Flavor
 from tests.dra import objects
@@ -142,3 +150,108 @@ def test_the_quota_rows_read_a_device_class_key_and_its_refusal():
     assert set(usage) == {objects.QUOTA_KEY, "nvidia.com/gpu"}
     assert (usage[objects.QUOTA_KEY].hard, usage[objects.QUOTA_KEY].used) == (1, 1)
     assert usage[objects.QUOTA_KEY].refused_message == message
+
+
+# --- partitionable devices: a GPU and its MIG devices share one counter set ---
+
+A100 = flavor(
+    "a100", selector='device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"'
+)
+MIG = flavor("mig", device_class="mig.nvidia.com")
+
+
+def partitioned(*claims, gpus=("gpu-0",)):
+    dra = Dra(CLASSES, objects.partitionable_slices("node-a", gpus), list(claims))
+    return take_inventory([node("node-a")], [], [A100, MIG], dra).flavors
+
+
+def test_free_partitionable_hardware_is_counted_once_as_the_whole_gpu():
+    flavors = partitioned()
+    assert flavors["a100"] == FlavorFigures(devices=1, allocated=0, nodes={"node-a": 1})
+    # The seven MIG devices draw on the same counters: not counted a second time.
+    assert flavors["mig"] == FlavorFigures(devices=0, allocated=0, nodes={})
+
+
+def test_a_gpu_with_a_mig_device_allocated_counts_for_the_mig_flavor():
+    flavors = partitioned(objects.allocated("gpu-0-mig-1g10gb-3", pool="node-a-a100"))
+    assert flavors["mig"] == FlavorFigures(devices=7, allocated=1, nodes={"node-a": 7})
+    assert flavors["a100"] == FlavorFigures(devices=0, allocated=0, nodes={})
+
+
+def test_a_whole_gpu_allocated_leaves_no_mig_device():
+    flavors = partitioned(objects.allocated("gpu-0", pool="node-a-a100"))
+    assert flavors["a100"] == FlavorFigures(devices=1, allocated=1, nodes={"node-a": 1})
+    assert flavors["mig"] == FlavorFigures(devices=0, allocated=0, nodes={})
+
+
+def test_each_gpu_goes_to_one_flavor_and_the_counters_left_bound_the_mig_devices():
+    # gpu-1 holds a 1g.10gb and, drawn by hand from its counters, 56 of its 98
+    # multiprocessors elsewhere: only three more 1g.10gb fit (14 each).
+    slices = objects.partitionable_slices("node-a", ("gpu-0", "gpu-1"))
+    slices[0]["spec"]["sharedCounters"][1]["counters"]["multiprocessors"] = {"value": "56"}
+    claims = [objects.allocated("gpu-1-mig-1g10gb-0", pool="node-a-a100")]
+    dra = Dra(CLASSES, slices, claims)
+    flavors = take_inventory([node("node-a")], [], [A100, MIG], dra).flavors
+    assert (flavors["a100"].devices, flavors["mig"].devices) == (1, 4)
+    assert flavors["mig"].allocated == 1
+
+
+# --- devices not bound to one node ---
+
+
+def unbound_slice(placement, devices):
+    item = objects.resource_slice("ignored", devices, pool="fabric")
+    del item["spec"]["nodeName"]
+    item["spec"] |= placement
+    return item
+
+
+SELECTOR = {
+    "nodeSelector": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
+        ]
+    }
+}
+
+
+def labelled(name, **labels):
+    item = node(name)
+    item["metadata"]["labels"] = labels
+    return item
+
+
+def test_devices_for_all_nodes_are_counted_once_and_offered_while_a_node_is_open():
+    dra = Dra(CLASSES, [unbound_slice({"allNodes": True}, objects.H100_DEVICES)], [])
+    inventory = take_inventory([node("node-a"), node("node-b")], [], FLAVORS[:1], dra)
+    assert inventory.flavors["h100"] == FlavorFigures(devices=2, nodes={ALL_NODES: 2})
+    inventory = take_inventory([node("node-a", ready=False)], [], FLAVORS[:1], dra)
+    assert inventory.flavors["h100"] == FlavorFigures(devices=0, nodes={ALL_NODES: 2})
+
+
+def test_devices_behind_a_node_selector_are_offered_only_if_a_node_it_selects_is_open():
+    dra = Dra(CLASSES, [unbound_slice(SELECTOR, objects.H100_DEVICES)], [])
+    selected = take_inventory([labelled("a", rack="r1")], [], FLAVORS[:1], dra)
+    assert selected.flavors["h100"] == FlavorFigures(devices=2, nodes={NODE_SELECTOR: 2})
+    elsewhere = take_inventory([labelled("b", rack="r2")], [], FLAVORS[:1], dra)
+    assert elsewhere.flavors["h100"] == FlavorFigures(devices=0, nodes={NODE_SELECTOR: 2})
+    assert node_selected(labelled("c", rack="r1"), SELECTOR["nodeSelector"]["nodeSelectorTerms"])
+    by_name = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["d"]}]}]
+    assert node_selected(node("d"), by_name) and not node_selected(node("e"), by_name)
+
+
+def test_an_extended_resource_a_device_class_maps_counts_its_devices():
+    mapped = objects.device_class("gpu.nvidia.com", objects.GPU_CLASS)
+    mapped["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    dra = Dra([mapped], SLICES, [ALLOCATED])
+    extended = Flavor(slug="gpu", resource_name="nvidia.com/gpu", node_selector={"zone": "a"})
+    inventory = take_inventory(
+        [labelled("node-a", zone="a"), labelled("node-b", zone="b")], [], [extended], dra
+    )
+    assert inventory.flavors["gpu"] == FlavorFigures(devices=2, allocated=1, nodes={"node-a": 2})
+    # Without the mapping the nodes offer no nvidia.com/gpu.
+    plain = Dra([objects.device_class("gpu.nvidia.com", objects.GPU_CLASS)], SLICES, [])
+    assert (
+        take_inventory([labelled("node-a", zone="a")], [], [extended], plain).flavors["gpu"]
+        == FlavorFigures()
+    )

@@ -15,7 +15,7 @@ from django.utils import timezone
 from cluster import kube
 from cluster.models import GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests import capacity
+from gpu_requests import capacity, hooks
 from gpu_requests.forms import ReasonForm
 from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_resource_names
 from provisioning import actions, manifests
@@ -63,6 +63,7 @@ def cluster_overview(request):
         "nodes": GpuNode.objects.all(),
         "shared": shared_resource_names([f for f in flavors if f.is_active]),
         "now": now,
+        "panels": hooks.cluster_panels(now),
     }
     return render(request, "provisioning/cluster.html", context)
 

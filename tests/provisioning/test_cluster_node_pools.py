@@ -4,18 +4,26 @@ their cost per hour, and what scale to zero would have saved last week. The
 inventory is read from the demo cluster on both backends; the ledger is written by
 the action ingestion uses."""
 
-from datetime import timedelta
+import tempfile
+from datetime import UTC, datetime, timedelta
 
+import pytest
+import time_machine
 from django.utils import timezone
 
 from billing.actions import hour_floor
-from cluster import actions
+from cluster import actions, kube
+from kubesim.testing import running_kubesim
+from tests.billing import history
+from tests.billing.history import Node, Pod
 from tests.billing.ledger import meter
+from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
 
 GPU_HOUR = 3600
 
 
 def pool_row(page, pool):
+    """The pool's row, its white space (and timesince's no-break spaces) made single spaces."""
     row = page.split(f"<strong>{pool}</strong>")[1].split("</tr>")[0]
     return " ".join(row.split())
 
@@ -78,3 +86,86 @@ def test_each_pool_shows_unallocated_hours_idle_nodes_and_the_saving(
     assert "Could have saved up to <strong>48.00 USD</strong>" in row
     # No GPU, no pool row.
     assert "<strong>system</strong>" not in page
+
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def prometheus_url(settings):
+    """Four hours of kube-state-metrics series: the H100 nodes with Karpenter's
+    labels, a pod waiting three hours for 4 GPUs and one twenty minutes for a MIG
+    slice, neither scheduled."""
+    require_prometheus()
+    karpenter = {
+        "label_karpenter_sh_nodepool": "gpu-h100",
+        "label_karpenter_sh_capacity_type": "on-demand",
+    }
+    nodes = [
+        Node(f"gpu-h100-{i}", "NVIDIA-H100-80GB-HBM3", {"nvidia_com_gpu": 8}, karpenter)
+        for i in range(2)
+    ]
+    later = NOW + timedelta(hours=1)
+    pods = [
+        Pod(
+            "vision",
+            "waiting",
+            "",
+            "nvidia_com_gpu",
+            4,
+            later,
+            later,
+            created=NOW - timedelta(hours=3),
+        ),
+        Pod(
+            "nlp",
+            "slice",
+            "",
+            "nvidia_com_mig_1g_10gb",
+            1,
+            later,
+            later,
+            created=NOW - timedelta(minutes=20),
+        ),
+    ]
+    with tempfile.TemporaryDirectory(prefix="node-pools-") as directory:
+        load_openmetrics(history.openmetrics(nodes, pods, NOW - timedelta(hours=4), NOW), directory)
+        with running_prometheus(directory) as url:
+            settings.PORTAL_PROMETHEUS_URL = url
+            yield url
+
+
+@pytest.mark.prometheus
+def test_each_pool_shows_its_autoscaler_labels_and_the_gpu_pods_waiting(
+    client, admin_user, demo_flavors, prometheus_url
+):
+    with running_kubesim() as sim:
+        cluster = kube.Cluster(kube.load_configuration(sim.kubeconfig_path), timeout=10)
+        try:
+            actions.record_inventory(cluster=cluster)
+        finally:
+            cluster.close()
+    client.force_login(admin_user)
+    with time_machine.travel(NOW, tick=False):
+        page = client.get("/cluster/").content.decode()
+    row = pool_row(page, "h100")
+    assert "<code>karpenter.sh/capacity-type=on-demand</code>" in row
+    assert "<code>karpenter.sh/nodepool=gpu-h100</code>" in row
+    assert "vision/waiting</span> · 4 GPUs · waiting 3 hours" in row
+    assert "nlp/slice" not in row  # a MIG slice: not a resource of this pool
+    # Any pool offering nvidia.com/gpu could take it; the MIG pod waits for its own.
+    assert "vision/waiting" in pool_row(page, "t4")
+    mig = pool_row(page, "a100-mig-1g")
+    assert "nlp/slice</span> · 1 GPU · waiting 20 minutes" in mig
+    assert "vision/waiting" not in mig
+    assert "no autoscaler labels" in pool_row(page, "t4")
+
+
+def test_without_prometheus_the_pools_say_what_is_missing(client, admin_user, settings, db):
+    settings.PORTAL_PROMETHEUS_URL = ""
+    client.force_login(admin_user)
+    page = client.get("/cluster/").content.decode()
+    assert (
+        "Waiting pods and autoscaler labels are not shown: PORTAL_PROMETHEUS_URL is not set" in page
+    )
+    assert "No GPU nodes yet" in page

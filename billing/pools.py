@@ -57,7 +57,7 @@ class PendingPod:
 class IdleNode:
     name: str
     gpus: int
-    cost_per_hour: Decimal
+    cost_per_hour: Decimal | None  # None: no flavor of the catalog is on it
 
 
 @dataclass
@@ -76,7 +76,11 @@ class Pool:
 
     @property
     def idle_cost_per_hour(self):
-        return sum((node.cost_per_hour for node in self.idle_nodes), Decimal(0))
+        return sum((node.cost_per_hour or 0 for node in self.idle_nodes), Decimal(0))
+
+    @property
+    def idle_gpus(self):
+        return sum(node.gpus for node in self.idle_nodes)
 
 
 def _unallocated(seconds_field, since):
@@ -127,7 +131,7 @@ def node_pools(now):
         pool.allocated_now += held
         pool.resources |= {sanitize(resource) for resource in node.allocatable}
         if not held:
-            pool.idle_nodes.append(IdleNode(node.name, gpus, cost_of_node[node.name]))
+            pool.idle_nodes.append(IdleNode(node.name, gpus, cost_of_node.get(node.name)))
     return list(pools.values()), pool_of
 
 

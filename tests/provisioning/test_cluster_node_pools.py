@@ -82,8 +82,12 @@ def test_each_pool_shows_unallocated_hours_idle_nodes_and_the_saving(
     row = pool_row(page, "t4")
     assert "8 (0)" in row
     assert "16 GPU-h" in row and "24 GPU-h" in row
-    assert "together 16.00 USD per hour" in row  # two idle nodes of 4 T4s
+    assert "2 nodes, 8 GPUs: 16.00 USD per hour" in row  # two idle nodes of 4 T4s
     assert "Could have saved up to <strong>48.00 USD</strong>" in row
+    # Seven MIG nodes with nothing on them: three named, all counted.
+    row = pool_row(page, "a100-mig-3g")
+    assert "gpu-a100-mig3g-0</span> · 2 GPUs · 4.00 USD/h" in row
+    assert "and 4 more" in row and "7 nodes, 14 GPUs: 28.00 USD per hour" in row
     # No GPU, no pool row.
     assert "<strong>system</strong>" not in page
 
@@ -139,6 +143,7 @@ def prometheus_url(settings):
 def test_each_pool_shows_its_autoscaler_labels_and_the_gpu_pods_waiting(
     client, admin_user, demo_flavors, prometheus_url
 ):
+    demo_flavors["a100-3g"].delete()  # the catalog has no 3g.40gb slice
     with running_kubesim() as sim:
         cluster = kube.Cluster(kube.load_configuration(sim.kubeconfig_path), timeout=10)
         try:
@@ -159,6 +164,10 @@ def test_each_pool_shows_its_autoscaler_labels_and_the_gpu_pods_waiting(
     assert "nlp/slice</span> · 1 GPU · waiting 20 minutes" in mig
     assert "vision/waiting" not in mig
     assert "no autoscaler labels" in pool_row(page, "t4")
+    assert (
+        'gpu-a100-mig3g-0</span> · 2 GPUs · <span class="muted">no flavor of the catalog'
+        in pool_row(page, "a100-mig-3g")
+    )
 
 
 def test_without_prometheus_the_pools_say_what_is_missing(client, admin_user, settings, db):

@@ -32,7 +32,9 @@ def _require_reviewer(user):
 def cluster_overview(request):
     """Every team's sync status and quota, per flavor the three numbers easy to
     confuse (capacity, reserved by quota now, allocated by running pods), and the
-    GPU nodes. Six queries (and one per registered reservation source)."""
+    GPU nodes. Six queries (and one per registered reservation source), and what
+    the registered panels cost (billing's node pools: three queries and three
+    Prometheus queries)."""
     _require_reviewer(request.user)
     now = timezone.now()
     teams = list(Team.objects.select_related("sync").order_by("name"))

@@ -6,7 +6,8 @@ class BillingConfig(AppConfig):
     name = "billing"
 
     def ready(self):
-        from billing import actions
+        from billing import actions, pools
         from gpu_requests import hooks
 
         hooks.on_budget_left(actions.budget_left)
+        hooks.on_cluster_panel(pools.panel)

@@ -22,6 +22,7 @@ POOL_LABELS = (
     "cloud.google.com/gke-nodepool",
     "kubernetes.azure.com/agentpool",
     "eks.amazonaws.com/nodegroup",
+    "agentpool",  # AKS before it added the kubernetes.azure.com/ spelling
 )
 # Set by NVIDIA GPU feature discovery.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -168,6 +168,17 @@ def peak_reserved(flavor, starts_at, ends_at, *, exclude=None):
     return peak(held, starts_at, ends_at)
 
 
+def free_over(flavors, starts_at, ends_at):
+    """{flavor id: GPUs free at the busiest moment of [starts_at, ends_at)} (never below 0),
+    for flavors a request could still choose from. One query per source."""
+    flavors = list(flavors)
+    grouped = by_flavor(all_reservations([f.pk for f in flavors], starts_at, ends_at))
+    return {
+        f.pk: max(capacity_of(f) - Timeline(grouped[f.pk]).peak(starts_at, ends_at), 0)
+        for f in flavors
+    }
+
+
 def _is_request(reservation, pk):
     return reservation.source == "quota" and reservation.pk == pk
 

@@ -4,7 +4,7 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 
-from gpu_requests import actions
+from gpu_requests import actions, capacity, inputs, matching
 from gpu_requests.models import MAX_TEXT_LENGTH, Flavor, QuotaRequest, estimate_cost
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).
@@ -34,7 +34,13 @@ class FlavorChoiceField(forms.ModelChoiceField):
 
 class QuotaRequestForm(forms.Form):
     team = forms.ModelChoiceField(queryset=None)
-    flavor = FlavorChoiceField(queryset=Flavor.objects.filter(is_active=True))
+    flavor = FlavorChoiceField(
+        queryset=Flavor.objects.filter(is_active=True),
+        error_messages={
+            "invalid_choice": "Select a valid choice: one of the flavors offered "
+            "(with the properties asked for, if any)."
+        },
+    )
     gpus = forms.IntegerField(label="GPUs", widget=forms.NumberInput(attrs={"min": 1}))
     starts_at = LocalDateTimeField(label="Starts")
     ends_at = LocalDateTimeField(
@@ -56,9 +62,12 @@ class QuotaRequestForm(forms.Form):
         widget=forms.HiddenInput,
     )
 
-    def __init__(self, user, *args, **kwargs):
+    def __init__(self, user, *args, flavors=None, **kwargs):
+        """`flavors`: the catalog's flavors to offer (default: every active one)."""
         super().__init__(*args, **kwargs)
         self.user = user
+        if flavors is not None:
+            self.fields["flavor"].queryset = flavors
         zone = timezone.get_current_timezone_name()
         self.fields["starts_at"].label = f"Starts ({zone})"
         self.fields["ends_at"].label = f"Ends ({zone})"
@@ -156,6 +165,91 @@ class QuotaRequestForm(forms.Form):
             "hourly": hourly,
             "daily": hourly * 24,
         }
+
+
+# Past the memory of any GPU, far within an int.
+MAX_MEMORY_GB = 100_000
+
+
+class FlavorPropertiesForm(forms.Form):
+    """What a team asks of a GPU ("at least 40 GB, any model"): narrows the request
+    form's flavors to those whose every device has it (`gpu_requests.matching`)."""
+
+    min_memory_gb = forms.CharField(
+        label="Memory at least (GB)",
+        required=False,
+        widget=forms.TextInput(attrs={"inputmode": "numeric", "placeholder": "any"}),
+    )
+    model = forms.CharField(
+        label="Model or architecture",
+        required=False,
+        max_length=100,
+        widget=forms.TextInput(attrs={"placeholder": "any, e.g. H100 or Hopper"}),
+    )
+    sharing = forms.ChoiceField(
+        label="Whole GPU or MIG slice",
+        required=False,
+        choices=[("", "Either"), *Flavor.Sharing.choices],
+    )
+
+    def clean_min_memory_gb(self):
+        raw = self.cleaned_data["min_memory_gb"].strip()
+        if not raw:
+            return None
+        value = inputs.whole_number(raw, maximum=MAX_MEMORY_GB)
+        if value is None:
+            raise forms.ValidationError(
+                f"Type a whole number of GB from 0 to {MAX_MEMORY_GB:,}, in digits 0-9 (e.g. 40)."
+            )
+        return value
+
+    def clean_model(self):
+        model = self.cleaned_data["model"].strip()
+        if inputs.has_control_characters(model):
+            raise forms.ValidationError("Type a model or architecture, e.g. H100 or Hopper.")
+        return model
+
+    def asked(self):
+        """The properties asked for (cleaned), {} when none or any is not readable."""
+        if not self.is_bound or not self.is_valid():
+            return {}
+        return {name: value for name, value in self.cleaned_data.items() if value}
+
+    def key(self):
+        """The properties as one string: the page keeps the one its flavor list was made for."""
+        asked = self.asked()
+        return "|".join(str(asked.get(name, "")) for name in self.fields)
+
+    def flavors(self):
+        """The active flavors with the properties asked for, as a queryset. A query;
+        the selectors are read in Python (the catalog is short)."""
+        active = Flavor.objects.filter(is_active=True)
+        asked = self.asked()
+        if not asked:
+            return active
+        return active.filter(pk__in=[f.pk for f in matching.matching(active, **asked)])
+
+
+def flavor_offers(flavors, *, gpus=None, starts_at=None, ends_at=None, now=None):
+    """[{flavor, offer, price, total, hourly, free, capacity}] for the matching table: what
+    each flavor would cost for this request and what is free over its period (from now,
+    open-ended, until a start is typed). One query per reservation source."""
+    flavors = list(flavors)
+    starts_at = starts_at or now or timezone.now()
+    if ends_at is not None and ends_at <= starts_at:
+        ends_at = None
+    free = capacity.free_over(flavors, starts_at, ends_at)
+    rows = []
+    for flavor in flavors:
+        row = {"flavor": flavor, "offer": matching.offer_of(flavor), "free": free[flavor.pk]}
+        row["capacity"] = capacity.capacity_of(flavor)
+        # Priced only for a number of GPUs the flavor could ever give.
+        row["priced"] = bool(gpus) and gpus <= row["capacity"]
+        if row["priced"]:
+            row["hourly"] = gpus * flavor.price_per_gpu_hour
+            row["total"] = estimate_cost(gpus, starts_at, ends_at, flavor.price_per_gpu_hour)
+        rows.append(row)
+    return rows
 
 
 def counted(field, counter_id):

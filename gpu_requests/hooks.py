@@ -37,7 +37,8 @@ Budgets: `on_budget_left(provider)` says what teams may still spend this
 month (billing's hard budgets), for batch to hold work past it.
 
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
-app above this one (provisioning's "How to use your namespace").
+app above this one (provisioning's "How to use your namespace");
+`on_cluster_panel(provider)` one to the cluster page (billing's node pools).
 """
 
 _quota_changed = []
@@ -46,6 +47,7 @@ _members_changed = []
 _notice = []
 _notice_many = {}  # callback -> its set-based twin
 _team_panels = []
+_cluster_panels = []
 _budget_left = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
@@ -146,6 +148,17 @@ def on_team_panel(provider):
 def team_panels(team):
     """[(template name, context)] of the registered panels for `team`, in order."""
     return [panel for panel in (provider(team) for provider in _team_panels) if panel]
+
+
+def on_cluster_panel(provider):
+    """Add a panel to the admins' cluster page: `provider(now)` returns (template name,
+    context) or None. Keep it to a few queries."""
+    return _register(_cluster_panels, provider)
+
+
+def cluster_panels(now):
+    """[(template name, context)] of the registered cluster page panels, in order."""
+    return [panel for panel in (provider(now) for provider in _cluster_panels) if panel]
 
 
 def on_budget_left(provider):

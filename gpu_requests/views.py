@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, capacity, hooks, inputs, timeline
 from gpu_requests.filters import RequestFilter
-from gpu_requests.forms import QuotaRequestForm, ReasonForm
+from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, ReasonForm, flavor_offers
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
 from teams import errors
 
@@ -360,14 +360,25 @@ def request_new(request):
     """The request form; `?follows=<pk>&kind=more_time|more_gpus` pre-fills a follow-up
     of approved or active quota. "Preview cost" re-renders it with the estimate, for
     browsers without JavaScript."""
-    form = QuotaRequestForm(request.user, request.POST or None, initial=_follow_up_initial(request))
+    properties = FlavorPropertiesForm(request.POST or None)
+    form = QuotaRequestForm(
+        request.user,
+        request.POST or None,
+        initial=_follow_up_initial(request),
+        flavors=properties.flavors(),
+    )
     if request.method == "POST" and request.GET.get("validate"):
-        return _validation_feedback(request, form)
+        return _validation_feedback(request, form, properties)
+    if request.method == "POST" and "match" in request.POST:
+        # "Show matching flavors" without JavaScript: the page as the live check sees it.
+        _filled_in_errors(request, form)
+        context = _form_context(form, properties)
+        return render(request, "gpu_requests/request_new.html", context)
     if request.method == "POST" and "preview" in request.POST:
         form.is_valid()
-        context = {"form": form, "estimate": form.estimate(), "preview": True}
+        context = _form_context(form, properties, preview=True)
         return render(request, "gpu_requests/request_new.html", context)
-    if request.method == "POST" and form.is_valid():
+    if request.method == "POST" and form.is_valid() and properties.is_valid():
         try:
             quota_request = actions.submit(by=request.user, **form.cleaned_data)
         except ValidationError as exc:
@@ -376,8 +387,28 @@ def request_new(request):
         else:
             messages.success(request, f"Request #{quota_request.pk} submitted for review.")
             return redirect("request_detail", pk=quota_request.pk)
-    context = {"form": form, "estimate": form.estimate()}
-    return render(request, "gpu_requests/request_new.html", context)
+    return render(request, "gpu_requests/request_new.html", _form_context(form, properties))
+
+
+def _form_context(form, properties, **extra):
+    """The form, its estimate and the flavors with the properties asked for, each
+    with its price, the request's cost and what is free over its period."""
+    typed = getattr(form, "cleaned_data", None) or form.initial or {}
+    offers = flavor_offers(
+        form.fields["flavor"].queryset,
+        gpus=typed.get("gpus"),
+        starts_at=typed.get("starts_at"),
+        ends_at=typed.get("ends_at"),
+    )
+    return {
+        "form": form,
+        "estimate": form.estimate(),
+        "properties": properties,
+        "offers": offers,
+        "period_typed": bool(typed.get("starts_at")),
+        "estimate_gpus": typed.get("gpus"),
+        **extra,
+    }
 
 
 def _follow_up_initial(request):
@@ -394,13 +425,21 @@ def _follow_up_initial(request):
     return QuotaRequestForm.follow_up_initial(follows, kind, timezone.now())
 
 
-def _validation_feedback(request, form):
-    """The live check: errors only for fields the user has filled in so far."""
+def _filled_in_errors(request, form):
+    """Check the form, keeping errors only for fields the user has filled in so far."""
     form.is_valid()
     for name in list(form.errors):
         if name not in form.fields or not request.POST.get(name, "").strip():
             del form.errors[name]
-    context = {"form": form, "estimate": form.estimate(), "live": True}
+
+
+def _validation_feedback(request, form, properties):
+    """The live check. The flavor list is sent again only when the properties changed
+    (the page says which it was made for), so a choice being made is not swapped away."""
+    _filled_in_errors(request, form)
+    properties.is_valid()
+    context = _form_context(form, properties, live=True)
+    context["new_choice"] = request.POST.get("matched_for") != properties.key()
     return render(request, "gpu_requests/request_new.html#feedback", context)
 
 

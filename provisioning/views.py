@@ -15,7 +15,7 @@ from django.utils import timezone
 from cluster import kube
 from cluster.models import GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests import capacity
+from gpu_requests import capacity, hooks
 from gpu_requests.forms import ReasonForm
 from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_resource_names
 from provisioning import actions, manifests
@@ -33,7 +33,9 @@ def _require_reviewer(user):
 def cluster_overview(request):
     """Every team's sync status and quota, per flavor the three numbers easy to
     confuse (capacity, reserved by quota now, allocated by running pods), and the
-    GPU nodes. Six queries (and one per registered reservation source)."""
+    GPU nodes. Six queries (and one per registered reservation source), and what
+    the registered panels cost (billing's node pools: three queries and three
+    Prometheus queries)."""
     _require_reviewer(request.user)
     now = timezone.now()
     teams = list(Team.objects.select_related("sync").order_by("name"))
@@ -64,6 +66,7 @@ def cluster_overview(request):
         "nodes": GpuNode.objects.all(),
         "shared": shared_resource_names([f for f in flavors if f.is_active]),
         "now": now,
+        "panels": hooks.cluster_panels(now),
     }
     return render(request, "provisioning/cluster.html", context)
 

@@ -32,6 +32,7 @@ class Pod:
     devices: list = field(default_factory=list)
     owner: tuple = ("<none>", "<none>")
     ends_as: str = "Succeeded"  # Failed: killed (a spot reclaim, an XID)
+    created: datetime | None = None  # Pending from here to `start`; default 2 minutes before
 
     @property
     def uid(self):
@@ -85,7 +86,7 @@ def openmetrics(nodes, pods, start, end, hostname_label="Hostname"):
         ident = [("namespace", pod.namespace), ("pod", pod.name), ("uid", pod.uid)]
         kind, owner = pod.owner
         for moment in minutes(start, end):
-            if moment < pod.start - timedelta(minutes=2):
+            if moment < (pod.created or pod.start - timedelta(minutes=2)):
                 continue
             # kube-state-metrics keeps the requests series after the pod ended:
             # only the phase join keeps finished pods out.

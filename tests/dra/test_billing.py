@@ -133,5 +133,8 @@ def test_dra_pods_are_metered_from_their_claims_allocations(
     assert workloads == {("Pod", "train", "h100-dra", 1), ("Pod", "notebook", "mig-dra", 1)}
 
     client.force_login(alice)
-    page = client.get("/billing/teams/vision/").content.decode()
+    month = started.strftime("%Y-%m")
+    page = client.get(f"/billing/teams/vision/?month={month}").content.decode()
+    assert page.count("from DRA allocations") == 2  # both flavors
+    page = client.get("/billing/teams/vision/workloads/vision/Pod/notebook/").content.decode()
     assert "from DRA allocations" in page

@@ -370,7 +370,7 @@ def measure(
                 started = starts.get((namespace, pod, uid)) or running[0][0]
                 totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
 
-    _measure_dra(answers, allocations, flavors, resolve, targets, counted, step, threshold)
+    _measure_dra(answers, allocations, flavors, resolve, targets, step, threshold)
 
     # A kube-state-metrics gap: requests and phases are unknown, but the exporter
     # still names the pod holding each device (it reads the kubelet's
@@ -412,11 +412,13 @@ def measure(
     return Measured(dict(team), dict(workload), dict(other), dict(capacity), dict(spot_capacity))
 
 
-def _measure_dra(answers, allocations, flavors, resolve, targets, counted, step, threshold):
+def _measure_dra(answers, allocations, flavors, resolve, targets, step, threshold):
     """Pods holding DRA devices: each running step (kube-state-metrics' phase, by
     the pod's uid) counts the devices its claims were allocated, split active or
     idle by each device's own series (the exporter's Hostname, gpu, GPU_I_ID),
-    whatever pod the exporter names on it, or none."""
+    whatever pod the exporter names on it, or none. The phase's steps are
+    kube-state-metrics' (`listed`), so the scrape-gap rule below never counts
+    these pods again from the exporter's labels."""
     by_pk = {flavor.pk: flavor for flavor in flavors}
     running = {
         s.labels.get("uid", ""): [t for t, value in s.points if value]
@@ -434,7 +436,6 @@ def _measure_dra(answers, allocations, flavors, resolve, targets, counted, step,
         totals, load = targets(namespace, pod, by_pk[flavor_id])
         spot, requested = resolve.is_spot(node), len(keys)
         for timestamp in running.get(uid, []):
-            counted.add((namespace, pod, timestamp))
             readings = sorted(
                 (activity[k][timestamp] for k in keys if timestamp in activity[k]), reverse=True
             )

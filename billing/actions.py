@@ -215,7 +215,8 @@ def step_for(hour):
 def ingest_hour(hour, *, now=None):
     """Meter one hour into the ledger. Returns True if rows changed.
 
-    Eight Prometheus queries, then one transaction that replaces the hour's
+    Eight Prometheus queries (ten when pods held DRA devices around the hour,
+    read from the inventory's `DraAllocation` rows), then one transaction that replaces the hour's
     rows, or writes nothing when they would come out the same. When
     Prometheus cannot answer, the hour stays pending (with the error and an
     attempt counted) and the PrometheusError is raised: never a zero hour.

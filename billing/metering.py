@@ -1,7 +1,8 @@
 """One closed hour of Prometheus data turned into ledger rows.
 
 `fetch_hour` asks Prometheus eight cluster-wide questions (five range queries
-at the sample step, three instant queries at the hour's end); `measure` is a
+at the sample step, three instant queries at the hour's end; two more range
+queries when pods held DRA devices); `measure` is a
 pure function of their answers; `billing.actions.ingest_hour` writes the rows.
 
 Range queries, not subqueries: each is evaluated at every step of

@@ -13,13 +13,18 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
+from batch import actions as batch_actions
+from batch import cluster as batch_cluster
+from batch import manifests
 from billing import actions, prometheus
 from billing.models import TeamUsage, WorkloadUsage
 from cluster import actions as cluster_actions
 from cluster.inventory import exporter_device
 from cluster.models import DraAllocation
+from tests.batch.test_cluster import submit
 from tests.billing.promserver import require_prometheus, running_prometheus
 from tests.dra import objects
+from tests.dra.test_batch import dra_setup  # noqa: F401 (fixture)
 from tests.dra.test_cluster import (  # noqa: F401 (fixture)
     REAL,
     allocation,
@@ -33,6 +38,13 @@ from tests.waiting import wait_for
 MIG_1G = 'device.attributes["gpu.nvidia.com"].profile == "1g.10gb"'
 
 pytestmark = [REAL, pytest.mark.prometheus]
+
+
+def metered_by(settings, directory, backend):
+    settings.PORTAL_BILLING_STEP = 1
+    settings.PORTAL_BILLING_LABEL_NAMESPACE = "exported_namespace"
+    settings.PORTAL_BILLING_LABEL_POD = "exported_pod"
+    return running_prometheus(directory, scrape=backend.scrape_configs(directory))
 
 
 def ingest_since(started):
@@ -138,3 +150,49 @@ def test_dra_pods_are_metered_from_their_claims_allocations(
     assert page.count("from DRA allocations") == 2  # both flavors
     page = client.get("/billing/teams/vision/workloads/vision/Pod/notebook/").content.decode()
     assert "from DRA allocations" in page
+
+
+def test_a_dra_batch_job_is_metered_on_its_team_flavor_and_window(
+    settings,
+    dra_setup,  # noqa: F811
+    backend,
+    cluster,
+):
+    """The batch app's own DRA job: its pod's claim (from the job's template) is
+    allocated by the real scheduler, recorded by the inventory, metered on the
+    job's workload row at the window's off-peak factor."""
+    require_prometheus()
+    started = timezone.now()
+    flavor, team = dra_setup["flavor"], dra_setup["team"]
+    annotations = {"kubesim.io/duration": "120s", "kubesim.io/gpu-profile": "idle"}
+    job = submit(dra_setup, flavor, parallelism=1, completions=1, annotations=annotations)
+    batch_actions.replan(reason="test")
+    assert batch_cluster.release_due() == [job.pk]
+    name = manifests.job_name(job.pk)
+
+    def recorded():
+        cluster_actions.record_inventory()
+        return list(DraAllocation.objects.filter(namespace="vision"))
+
+    (held,) = wait_for(recorded, timeout=90, interval=1)
+    assert (held.flavor_id, held.node, held.pod.startswith(name)) == (flavor.pk, "cpu-0", True)
+
+    with (
+        tempfile.TemporaryDirectory(prefix="billing-dra-batch-") as directory,
+        metered_by(settings, directory, backend) as url,
+    ):
+        settings.PORTAL_PROMETHEUS_URL = url
+
+        def metered():
+            ingest_since(started)
+            rows = WorkloadUsage.objects.filter(team=team, kind="Job", name=name, flavor=flavor)
+            return sum(r.allocated_seconds for r in rows) >= 5 and list(rows)
+
+        rows = wait_for(metered, timeout=90, interval=0.5)
+    row = max(rows, key=lambda r: r.allocated_seconds)
+    assert row.dra_seconds == row.allocated_seconds == row.idle_seconds + row.unmetered_seconds
+    assert row.idle_seconds > 0 and row.active_seconds == 0
+    # The window (factor 0.5, opened this hour) prices the part of the hour it
+    # covers: the job's workload row is a batch row like any other.
+    assert Decimal("0.5") <= row.price_factor < 1
+    assert row.price == (Decimal("4.0000") * row.price_factor).quantize(Decimal("0.0001"))

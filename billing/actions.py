@@ -30,6 +30,7 @@ from billing.models import (
     mig_fraction,
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
+from cluster.models import DraAllocation
 from gpu_requests import actions as quota_actions
 from gpu_requests.emails import one_line
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
@@ -122,6 +123,7 @@ def _rows(hour, measured, flavors, card):
                 active_seconds=load.active,
                 idle_seconds=load.idle,
                 unmetered_seconds=load.unmetered,
+                dra_seconds=load.dra,
                 gpus=load.gpus,
                 activity_mean=load.activity_mean,
                 activity_histogram=load.histogram,
@@ -148,6 +150,7 @@ def _rows(hour, measured, flavors, card):
                 active_seconds=figures.active,
                 idle_seconds=figures.idle,
                 unmetered_seconds=figures.unmetered,
+                dra_seconds=figures.dra,
                 spot_seconds=figures.spot,
                 reserved_seconds=held,
                 reserved_unallocated_seconds=max(held - figures.allocated, 0),
@@ -213,7 +216,8 @@ def step_for(hour):
 def ingest_hour(hour, *, now=None):
     """Meter one hour into the ledger. Returns True if rows changed.
 
-    Eight Prometheus queries, then one transaction that replaces the hour's
+    Eight Prometheus queries (ten when pods held DRA devices around the hour,
+    read from the inventory's `DraAllocation` rows), then one transaction that replaces the hour's
     rows, or writes nothing when they would come out the same. When
     Prometheus cannot answer, the hour stays pending (with the error and an
     attempt counted) and the PrometheusError is raised: never a zero hour.
@@ -223,8 +227,9 @@ def ingest_hour(hour, *, now=None):
     IngestedHour.objects.get_or_create(hour=hour)
     flavors = list(Flavor.objects.all())
     step = step_for(hour)
+    allocations = dra_allocations(hour)
     try:
-        answers = metering.fetch_hour(hour, flavors, step)
+        answers = metering.fetch_hour(hour, flavors, step, allocations)
     except prometheus.PrometheusError as exc:
         IngestedHour.objects.filter(hour=hour, status=IngestedHour.Status.PENDING).update(
             last_error=str(exc)[:2000], last_attempt_at=now
@@ -239,8 +244,18 @@ def ingest_hour(hour, *, now=None):
         settings.PORTAL_BILLING_IDLE_THRESHOLD,
         hour=hour,
         reclaimed=batchwindows.reclaimed_pods(hour),
+        allocations=allocations,
     )
     return write_hour(hour, measured, flavors, now=now, step=step)
+
+
+def dra_allocations(hour):
+    """The DRA devices the inventory saw claims give pods around `hour` (one
+    query). Generous on both sides: a pod counts only while kube-state-metrics
+    saw it running, so a claim seen before or after the hour costs nothing."""
+    return list(
+        DraAllocation.objects.filter(last_seen__gte=hour - HOUR, first_seen__lt=hour + 2 * HOUR)
+    )
 
 
 def _plus_one():

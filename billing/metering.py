@@ -1,7 +1,8 @@
 """One closed hour of Prometheus data turned into ledger rows.
 
 `fetch_hour` asks Prometheus eight cluster-wide questions (five range queries
-at the sample step, three instant queries at the hour's end); `measure` is a
+at the sample step, three instant queries at the hour's end; two more range
+queries when pods held DRA devices); `measure` is a
 pure function of their answers; `billing.actions.ingest_hour` writes the rows.
 
 Range queries, not subqueries: each is evaluated at every step of
@@ -48,7 +49,7 @@ XID_LEAD = 120
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
 
 
-def queries(resources, step=None):
+def queries(resources, step=None, allocations=()):
     """The PromQL of one hour, by name, for the sanitised `resources` of the catalog.
 
     kube-state-metrics is read with its own label names (scraped with
@@ -91,16 +92,46 @@ def queries(resources, step=None):
         "owners": OWNERS,
         "starts": STARTS,
         "node_labels": "last_over_time(kube_node_labels[1h])",
+        **(dra_queries(allocations, window) if allocations else {}),
     }
 
 
-RANGE_QUERIES = ("allocation", "activity", "framebuffer", "capacity", "xid")
+def dra_queries(allocations, window):
+    """For pods holding DRA devices (`allocations`, cluster.DraAllocation rows):
+    when each ran, and the activity of every device on their nodes, by device,
+    whoever the exporter says holds it."""
+    hostname = settings.PORTAL_BILLING_LABEL_HOSTNAME
+    uids = _quoted(_regex({a.pod_uid for a in allocations}))
+    nodes = _quoted(_regex({a.node for a in allocations}))
+    return {
+        "dra_running": (
+            "max by (namespace, pod, uid) (last_over_time("
+            f'kube_pod_status_phase{{phase="Running",uid=~{uids}}}[{window}])) == 1'
+        ),
+        "dra_activity": (
+            f"last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{hostname}=~{nodes}}}[{window}])"
+            f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{hostname}=~{nodes},GPU_I_PROFILE=""}}'
+            f"[{window}]) / 100"
+        ),
+    }
 
 
-def fetch_hour(hour, flavors, step=None):
-    """{name: [Series]} for the hour starting at `hour`. Raises PrometheusError."""
+RANGE_QUERIES = (
+    "allocation",
+    "activity",
+    "framebuffer",
+    "capacity",
+    "xid",
+    "dra_running",
+    "dra_activity",
+)
+
+
+def fetch_hour(hour, flavors, step=None, allocations=()):
+    """{name: [Series]} for the hour starting at `hour` (two more range queries
+    when pods held DRA devices). Raises PrometheusError."""
     step = step or settings.PORTAL_BILLING_STEP
-    texts = queries({sanitize(f.resource_name) for f in flavors}, step)
+    texts = queries({sanitize(f.resource_name) for f in flavors}, step, allocations)
     last_step = hour + timedelta(seconds=3600 - step)
     end = hour + timedelta(hours=1)
     answers = {}
@@ -130,6 +161,7 @@ class Figures:
     unmetered: int = 0
     spot: int = 0  # of allocated, on spot nodes
     lost: int = 0  # GPU-seconds of runs lost to a spot reclaim or an XID, credited
+    dra: int = 0  # of allocated, attributed from DRA claims' allocations
 
 
 @dataclass
@@ -224,12 +256,23 @@ def _devices(by_pod, namespace, pod, resource):
     return [d for d in by_pod.get((namespace, pod), []) if _matches_resource(d[1], resource)]
 
 
-def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None, reclaimed=()):
+def measure(
+    answers,
+    flavors,
+    teams_by_namespace,
+    step,
+    threshold,
+    *,
+    hour=None,
+    reclaimed=(),
+    allocations=(),
+):
     """Ledger figures of one hour from `fetch_hour`'s answers (no I/O).
 
     `hour` (its start) lets a kube-state-metrics scrape gap be told from idle
     capacity; `reclaimed` are the uids of pods lost to spot reclaims (the
-    batch app records them).
+    batch app records them); `allocations` the DRA devices claims gave pods
+    (cluster.DraAllocation rows, or anything with their fields).
     """
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod_label = settings.PORTAL_BILLING_LABEL_POD
@@ -258,6 +301,7 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
     # families out; the pods' are what billing cannot do without).
     listed = {t for s in answers.get("capacity", []) for t, _ in s.points}
     listed |= {t for s in answers.get("allocation", []) for t, _ in s.points}
+    listed |= {t for s in answers.get("dra_running", []) for t, _ in s.points}
     steps = [] if hour is None else [hour.timestamp() + i * step for i in range(3600 // step)]
     gaps = [t for t in steps if t not in listed]
 
@@ -327,6 +371,8 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
                 started = starts.get((namespace, pod, uid)) or running[0][0]
                 totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
 
+    _measure_dra(answers, allocations, flavors, resolve, targets, step, threshold)
+
     # A kube-state-metrics gap: requests and phases are unknown, but the exporter
     # still names the pod holding each device (it reads the kubelet's
     # pod-resources API). Each such device-step is allocated and unmetered, unless
@@ -367,8 +413,46 @@ def measure(answers, flavors, teams_by_namespace, step, threshold, *, hour=None,
     return Measured(dict(team), dict(workload), dict(other), dict(capacity), dict(spot_capacity))
 
 
-def _add(totals, load, allocated, active, idle, spot, unmetered=0):
+def _measure_dra(answers, allocations, flavors, resolve, targets, step, threshold):
+    """Pods holding DRA devices: each running step (kube-state-metrics' phase, by
+    the pod's uid) counts the devices its claims were allocated, split active or
+    idle by each device's own series (the exporter's Hostname, gpu, GPU_I_ID),
+    whatever pod the exporter names on it, or none. The phase's steps are
+    kube-state-metrics' (`listed`), so the scrape-gap rule below never counts
+    these pods again from the exporter's labels."""
+    by_pk = {flavor.pk: flavor for flavor in flavors}
+    running = {
+        s.labels.get("uid", ""): [t for t, value in s.points if value]
+        for s in answers.get("dra_running", [])
+    }
+    activity = defaultdict(dict)  # device key -> {timestamp: activity}
+    for series in answers.get("dra_activity", []):
+        activity[_device_key(series.labels)].update(series.points)
+    held = defaultdict(set)  # (namespace, pod, uid, flavor id, node) -> device keys
+    for a in allocations:
+        key = inventory.exporter_device(a.node, a.device) or (a.node, a.device, "")
+        if a.flavor_id in by_pk:
+            held[(a.namespace, a.pod, a.pod_uid, a.flavor_id, a.node)].add(key)
+    for (namespace, pod, uid, flavor_id, node), keys in sorted(held.items()):
+        totals, load = targets(namespace, pod, by_pk[flavor_id])
+        spot, requested = resolve.is_spot(node), len(keys)
+        for timestamp in running.get(uid, []):
+            readings = sorted(
+                (activity[k][timestamp] for k in keys if timestamp in activity[k]), reverse=True
+            )
+            active = sum(r >= threshold for r in readings)
+            idle = (len(readings) - active) * step
+            unmetered = (requested - len(readings)) * step
+            _add(totals, load, requested * step, active * step, idle, spot, unmetered, dra=True)
+            if load is not None:
+                load.gpus = max(load.gpus, requested)
+                _read(load, readings, [])
+
+
+def _add(totals, load, allocated, active, idle, spot, unmetered=0, dra=False):
     for target in (totals, load) if load is not None else (totals,):
+        if dra:
+            target.dra += allocated
         target.allocated += allocated
         target.active += active
         target.idle += idle

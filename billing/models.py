@@ -76,14 +76,29 @@ class Rate(models.Model):
         return f"{self.flavor} from {self.effective_from:%Y-%m-%d %H:%M}"
 
 
+def mig_shape(flavor):
+    """(compute slices of 7, memory GB) of a MIG flavor, else None: from its
+    resource name (`nvidia.com/mig-3g.40gb`), or for a DRA flavor from the
+    profile its device selector names (`...profile == "3g.40gb"`)."""
+    match = MIG_PROFILE.search(flavor.resource_name)
+    if not match and flavor.device_class:
+        profiles = [
+            term.value
+            for term in flavor.selector_terms
+            if term.kind == "attribute" and term.name == "profile" and term.op == "=="
+        ]
+        match = MIG_PROFILE.search(f"mig-{profiles[0]}") if profiles else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def mig_fraction(flavor, parent, basis):
     """The share of `parent` one `flavor` slice is, as a Decimal (None if not MIG)."""
-    match = MIG_PROFILE.search(flavor.resource_name)
-    if not match:
+    shape = mig_shape(flavor)
+    if shape is None:
         return None
     if basis == Rate.MigBasis.MEMORY:
-        return Decimal(match.group(2)) / Decimal(parent.memory_gb or 1)
-    return Decimal(match.group(1)) / Decimal(7)
+        return Decimal(shape[1]) / Decimal(parent.memory_gb or 1)
+    return Decimal(shape[0]) / Decimal(7)
 
 
 class Budget(models.Model):
@@ -160,6 +175,9 @@ class UsageFigures(models.Model):
     active_seconds = models.BigIntegerField(default=0)
     idle_seconds = models.BigIntegerField(default=0)
     unmetered_seconds = models.BigIntegerField(default=0)
+    # Of allocated, attributed from DRA claims' allocations (cluster.DraAllocation)
+    # rather than from kube-state-metrics' requests and the exporter's pod labels.
+    dra_seconds = models.BigIntegerField(default=0)
     # Of allocated, on spot nodes: priced with PORTAL_BATCH_SPOT_FACTOR.
     spot_seconds = models.BigIntegerField(default=0)
     # Time of use: the mean of the factors of the row's GPU-seconds (spot

@@ -35,6 +35,8 @@ def team_figures(mode=None, prefix=""):
         "active_gpu_hours": hours("active_seconds", prefix),
         "idle_gpu_hours": hours("idle_seconds", prefix),
         "unmetered_gpu_hours": hours("unmetered_seconds", prefix),
+        # Of allocated, attributed from DRA claims: the pages name the source.
+        "dra_gpu_hours": hours("dra_seconds", prefix),
         "reserved_gpu_hours": hours("reserved_seconds", prefix),
         "reserved_unallocated_gpu_hours": hours("reserved_unallocated_seconds", prefix),
         "lost_gpu_hours": hours("lost_seconds", prefix),
@@ -51,6 +53,7 @@ def workload_figures():
         "active_gpu_hours": hours("active_seconds"),
         "idle_gpu_hours": hours("idle_seconds"),
         "unmetered_gpu_hours": hours("unmetered_seconds"),
+        "dra_gpu_hours": hours("dra_seconds"),
         "idle_cost": cost_of("idle_seconds"),
         "cost": cost_of("allocated_seconds"),
         "gpus": Max("gpus"),

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
-from billing.models import MIG_PROFILE, Budget, IngestedHour, TeamUsage, WorkloadUsage
+from billing.models import Budget, IngestedHour, TeamUsage, WorkloadUsage, mig_shape
 from billing.rates import RateCard
 from gpu_requests import formats, inputs
 from gpu_requests.formats import with_article
@@ -383,7 +383,7 @@ def right_sizing(card, rate_card, now):
     if flavor.sharing == Flavor.Sharing.WHOLE and card["fb_peak_mib"] and mean is not None:
         candidates = []
         for other in rate_card.flavors.values():
-            shape = _mig_shape(other)
+            shape = mig_shape(other)
             if shape is None or not other.is_active:
                 continue
             slices, memory_gb = shape
@@ -426,11 +426,6 @@ def right_sizing(card, rate_card, now):
             ),
         }
     return None
-
-
-def _mig_shape(flavor):
-    match = MIG_PROFILE.search(flavor.resource_name)
-    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def idle_hint(team, flavor, now=None, days=30):

@@ -7,8 +7,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from cluster import kube
-from cluster.inventory import Dra, quota_usage, take_inventory
-from cluster.models import FlavorCapacity, GpuNode, NamespaceQuota
+from cluster.inventory import Dra, claimed_devices, quota_usage, take_inventory
+from cluster.models import DraAllocation, FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor, Team, namespace_of
 from teams import errors
@@ -80,7 +80,29 @@ def record_inventory(cluster=None, now=None):
             pinned = figures.devices if capacity.override is None else capacity.override
             if pinned is not None:
                 Flavor.objects.filter(pk=flavor.pk).update(capacity=pinned)
+        if dra is not None:
+            record_allocations(claimed_devices(dra, flavors), flavors, now)
     return len(inventory.nodes)
+
+
+def record_allocations(claimed, flavors, now):
+    """Upsert the DRA devices claims give pods (one query): seen again, a row's
+    `last_seen` moves on; rows of claims gone stay, for billing's past hours."""
+    flavor_ids = {flavor.slug: flavor.pk for flavor in flavors}
+    DraAllocation.objects.bulk_create(
+        [
+            DraAllocation(
+                **{k: v for k, v in asdict(row).items() if k != "flavor"},
+                flavor_id=flavor_ids.get(row.flavor),
+                first_seen=now,
+                last_seen=now,
+            )
+            for row in claimed
+        ],
+        update_conflicts=True,
+        unique_fields=["claim_uid", "pod_uid", "driver", "pool", "device"],
+        update_fields=["last_seen", "flavor", "node"],
+    )
 
 
 def read_dra(cluster):

@@ -328,6 +328,7 @@ class Dra:
             self.on_node.setdefault(device.node, []).append(device)
         self.sets = shared_counters(slices)
         self._served = {}  # flavor slug -> {node (None: all): [Device] serving it}
+        self.claims = claims
         self.allocated = allocated_devices(claims)
 
     def counted(self, flavors):
@@ -393,6 +394,87 @@ class Dra:
             if held:
                 counts[device_selectors.quota_resource(name)] = len(held)
         return counts
+
+
+# NVIDIA's DRA driver names devices gpu-<minor> and gpu-<minor>-mig-<profile id>-<start>-<size>.
+_DRIVER_DEVICE = re.compile(r"^gpu-(\d+)(?:-mig-[^-]+-(\d+)(?:-\d+)?)?$")
+
+
+def exporter_device(node, device_name):
+    """(Hostname, gpu, GPU_I_ID): how dcgm-exporter labels the device a DRA
+    driver names `device_name` on `node`, the one mapping billing and the control
+    plane's fake exporter share. The GPU is the name's minor; a MIG device's
+    instance is taken to be its placement start (the driver publishes no GPU
+    instance id). None for a name of another driver."""
+    match = _DRIVER_DEVICE.match(device_name)
+    if match is None:
+        return None
+    return (node, match.group(1), match.group(2) or "")
+
+
+@dataclass(frozen=True)
+class ClaimedDevice:
+    """One device a claim's allocation gives one pod (cluster.models.DraAllocation)."""
+
+    claim_uid: str
+    namespace: str
+    claim: str
+    pod: str
+    pod_uid: str
+    node: str
+    driver: str
+    pool: str
+    device: str
+    flavor: str  # the flavor's slug, "" when no flavor of the catalog serves it
+
+
+def claimed_devices(dra, flavors):
+    """[ClaimedDevice] of every allocated claim reserved for a pod. The flavor is
+    the one of the request's DeviceClass whose selector is the request's own
+    (as the portal writes them: batch templates, the team's example), else the
+    first of that class (by primary key) that the device serves."""
+    on_node = {device.key: device for device in dra.devices}
+    serving = {}
+    for flavor in sorted(flavors, key=lambda f: f.pk):
+        if getattr(flavor, "device_class", ""):
+            serving[flavor] = {device.key for device in dra.devices_of(flavor)}
+    found = []
+    for claim in dra.claims:
+        meta, status = claim.get("metadata") or {}, claim.get("status") or {}
+        pods = [r for r in status.get("reservedFor") or [] if r.get("resource") == "pods"]
+        requests = {
+            r.get("name"): r.get("exactly") or r
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        }
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        for result in results:
+            key = (result.get("driver"), result.get("pool"), result.get("device"))
+            request = requests.get(result.get("request"), {})
+            selector = " && ".join(
+                (s.get("cel") or {}).get("expression", "") for s in request.get("selectors") or []
+            )
+            candidates = [
+                f
+                for f, keys in serving.items()
+                if key in keys and f.device_class == request.get("deviceClassName")
+            ]
+            exact = [f for f in candidates if f.device_selector == selector]
+            flavor = (exact or candidates or [None])[0]
+            device = on_node.get(key)
+            for pod in pods:
+                found.append(
+                    ClaimedDevice(
+                        meta.get("uid", ""),
+                        meta.get("namespace", ""),
+                        meta.get("name", ""),
+                        pod.get("name", ""),
+                        pod.get("uid", ""),
+                        device.node if device else "",
+                        *key,
+                        flavor.slug if flavor else "",
+                    )
+                )
+    return found
 
 
 def device_serves(device, terms):

@@ -114,3 +114,38 @@ class NamespaceQuota(models.Model):
     def refusing(self):
         """At the limit, and the cluster has refused pods for it."""
         return self.at_limit and self.refused_at is not None
+
+
+class DraAllocation(models.Model):
+    """One device a ResourceClaim's allocation gave a pod, as the inventory saw it
+    (`status.allocation.devices.results`, the pod from `status.reservedFor`).
+
+    Kept after the claim is gone (updated, never replaced): billing reads which
+    pod held which device in past hours from it, instead of trusting the DCGM
+    exporter's pod labels. `first_seen`/`last_seen` bound what the inventory saw.
+    """
+
+    claim_uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    claim = models.CharField(max_length=253)
+    pod = models.CharField(max_length=253)
+    pod_uid = models.CharField(max_length=64)
+    node = models.CharField(max_length=253, blank=True)
+    driver = models.CharField(max_length=253)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=253)
+    flavor = models.ForeignKey(Flavor, on_delete=models.SET_NULL, null=True, related_name="+")
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["claim_uid", "pod_uid", "driver", "pool", "device"],
+                name="one_row_per_claimed_device",
+            )
+        ]
+        indexes = [models.Index(fields=["last_seen"])]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.pod}: {self.driver}/{self.pool}/{self.device}"

@@ -11,6 +11,11 @@ Which GPUs a pod holds is the device plugin's choice; on a real cluster no
 object records it. kubesim writes it on the pod (`kubesim.io/gpu-devices`);
 elsewhere this exporter makes the choice itself, as the plugin does, lowest
 free devices first, and remembers it for the pod's life.
+
+DRA is the exception: there the scheduler chooses and the ResourceClaim's
+`status.allocation` records it. The devices of ResourceSlices are GPUs of
+their node (as dcgm-exporter labels them: `cluster.inventory.exporter_device`),
+and a pod a claim is reserved for holds the devices allocated to that claim.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from cluster import inventory
+from gpu_requests.devices import parse_quantity
 from kubesim import dcgm
+from kubesim.cluster import Device, gpu_uuid
 from kubesim.scheduler import DEVICES_ANNOTATION, assign_devices, held_device_keys
 
 HOST = "127.0.0.1"
@@ -38,23 +46,43 @@ class DcgmExporter:
         self.meter = dcgm.EnergyMeter()
         self._devices: dict[str, str] = {}  # pod uid -> device keys it holds
         self._lock = threading.Lock()
-        self._listed = (0.0, [], [])
+        self._listed = (0.0, [], [], {})
         self._server = None
+        self._dra_served = True
 
     # --- what the pages show ---
 
-    def state(self) -> tuple[list[dict], list[dict]]:
-        """(nodes, running pods with the devices they hold), listed at most once a second."""
+    def state(self) -> tuple[list[dict], list[dict], dict[str, list[Device]]]:
+        """(nodes, running pods with the devices they hold, node -> DRA devices),
+        listed at most once a second."""
         with self._lock:
-            listed_at, nodes, pods = self._listed
+            listed_at, nodes, pods, dra = self._listed
             if time.monotonic() - listed_at > REFRESH_SECONDS:
                 nodes = self.api.list("Node")
                 pods = self.api.list("Pod", field_selector="status.phase=Running")
-                pods = self._with_devices(nodes, pods)
-                self._listed = (time.monotonic(), nodes, pods)
-            return nodes, pods
+                slices, claims = self._dra_lists()
+                dra, held = dra_devices(slices, claims)
+                pods = self._with_devices(nodes, pods, held)
+                self._listed = (time.monotonic(), nodes, pods, dra)
+            return nodes, pods, dra
 
-    def _with_devices(self, nodes: list[dict], pods: list[dict]) -> list[dict]:
+    def _dra_lists(self) -> tuple[list[dict], list[dict]]:
+        """ResourceSlices and ResourceClaims, or none on a server without DRA."""
+        from cluster.kube import PermanentClusterError
+
+        if not self._dra_served:
+            return [], []
+        try:
+            return self.api.list("ResourceSlice"), self.api.list("ResourceClaim")
+        except PermanentClusterError as exc:
+            if exc.status != 404:
+                raise
+            self._dra_served = False
+            return [], []
+
+    def _with_devices(
+        self, nodes: list[dict], pods: list[dict], dra_held: dict[str, list[str]]
+    ) -> list[dict]:
         by_node = {node["metadata"]["name"]: node for node in nodes}
         alive = {pod["metadata"]["uid"] for pod in pods}
         self._devices = {uid: keys for uid, keys in self._devices.items() if uid in alive}
@@ -67,6 +95,8 @@ class DcgmExporter:
             if node is None:
                 continue
             uid = pod["metadata"]["uid"]
+            if uid in dra_held:
+                self._devices[uid] = ",".join(dra_held[uid])
             if not held_device_keys(pod):
                 if uid not in self._devices:
                     devices = assign_devices(pod, node, placed.get(node["metadata"]["name"], []))
@@ -80,17 +110,18 @@ class DcgmExporter:
 
     def page(self, node_name: str | None = None) -> str | None:
         """One node's exporter page (None for a node without GPUs), or all of them."""
-        nodes, pods = self.state()
+        nodes, pods, dra = self.state()
         if node_name is None:
             return dcgm.render(nodes, pods, self.clock(), meter=self.meter)
         node = next((n for n in nodes if n["metadata"]["name"] == node_name), None)
-        if node is None or not dcgm.is_exporter_node(node):
+        if node is None or not (dcgm.is_exporter_node(node) or node_name in dra):
             return None
-        return dcgm.render_node(node, pods, self.clock(), meter=self.meter)
+        devices = dra.get(node_name)
+        return dcgm.render_node(node, pods, self.clock(), meter=self.meter, devices=devices)
 
     def targets(self) -> list[dict]:
-        nodes, _ = self.state()
-        return dcgm.file_sd_targets(nodes, f"{HOST}:{self.port}")
+        nodes, _, dra = self.state()
+        return dcgm.file_sd_targets(nodes, f"{HOST}:{self.port}", also=set(dra))
 
     # --- serving ---
 
@@ -133,3 +164,44 @@ class DcgmExporter:
             self._server.server_close()
             self._server = None
         self.api.close()
+
+
+def dra_devices(slices: list[dict], claims: list[dict]) -> tuple[dict, dict]:
+    """({node: [Device]} of the slices' GPUs and MIG devices, {pod uid: [device
+    key]} of the devices claims reserved for pods were allocated)."""
+    by_key, on_node = {}, {}
+    for found in inventory.slice_devices(slices):
+        labels = inventory.exporter_device(found.node, found.name)
+        if labels is None or not found.node:
+            continue
+        attributes = {
+            k.rsplit("/", 1)[-1]: v for k, v in (found.spec.get("attributes") or {}).items()
+        }
+        memory = (found.spec.get("capacity") or {}).get("memory", {}).get("value", "0")
+        gpu = int(labels[1])
+        device = Device(
+            node=found.node,
+            gpu=gpu,
+            uuid=gpu_uuid(found.node, gpu),
+            pci_bus_id=f"00000000:{gpu + 7:02X}:00.0",
+            model_name=(attributes.get("productName") or {}).get("string", "NVIDIA GPU"),
+            resource="",
+            memory_mib=int(parse_quantity(memory) / 2**20),
+            mig_profile=(attributes.get("profile") or {}).get("string") if labels[2] else None,
+            gpu_instance_id=int(labels[2]) if labels[2] else None,
+        )
+        by_key[found.key] = device
+        on_node.setdefault(found.node, []).append(device)
+    held = {}
+    for claim in claims:
+        status = claim.get("status") or {}
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+        keys = [
+            by_key[k].key
+            for r in results
+            if (k := (r.get("driver"), r.get("pool"), r.get("device"))) in by_key
+        ]
+        for reserved in status.get("reservedFor") or []:
+            if reserved.get("resource") == "pods":
+                held.setdefault(reserved.get("uid"), []).extend(keys)
+    return on_node, held

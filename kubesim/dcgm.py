@@ -270,16 +270,23 @@ def holders_of(keys: list[str], holders: dict) -> list:
 
 
 def node_rows(
-    node: dict, holders: dict[str, dict], now: datetime, meter: EnergyMeter, pod_labels=POD_LABELS
+    node: dict,
+    holders: dict[str, dict],
+    now: datetime,
+    meter: EnergyMeter,
+    pod_labels=POD_LABELS,
+    devices: list[Device] | None = None,
 ) -> list[tuple[list, dict]]:
-    """(labels, values) for every device of one node at `now`. A GPU that pods share
+    """(labels, values) for every device of one node at `now` (its extended-resource
+    devices, or `devices`). A GPU that pods share
     by time-slicing has one set of values, copied to a row per pod, as the exporter
     does (so summing across pods counts the GPU several times)."""
     rows = []
     at = now.timestamp()
     boot = boot_time(node, at)
     counted: set[int] = set()  # XIDs are per physical GPU: count them on its first device
-    for device, keys in physical_devices(node_devices(node)):
+    devices = node_devices(node) if devices is None else devices
+    for device, keys in physical_devices(devices):
         pods = holders_of(keys, holders)
         loads = [pod_load(pod, at) for pod in pods]
         code = _xid(node, pods[0] if pods else None, device.gpu)
@@ -336,11 +343,16 @@ def render(
 
 
 def render_node(
-    node: dict, pods: list[dict], now: datetime, meter: EnergyMeter | None = None
+    node: dict,
+    pods: list[dict],
+    now: datetime,
+    meter: EnergyMeter | None = None,
+    devices: list[Device] | None = None,
 ) -> str:
-    """The page the exporter pod on `node` serves."""
+    """The page the exporter pod on `node` serves (its devices, or `devices`)."""
     on_node = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]]
-    return render_rows(node_rows(node, _holders(on_node), now, meter or EnergyMeter()))
+    rows = node_rows(node, _holders(on_node), now, meter or EnergyMeter(), devices=devices)
+    return render_rows(rows)
 
 
 def is_exporter_node(node: dict) -> bool:
@@ -367,12 +379,13 @@ def target_labels(nodes: list[dict], address: str, job: str = "dcgm") -> dict[st
     }
 
 
-def file_sd_targets(nodes: list[dict], address: str) -> list[dict]:
-    """Prometheus file_sd / http_sd target groups: one per GPU node, all served by
+def file_sd_targets(nodes: list[dict], address: str, also=frozenset()) -> list[dict]:
+    """Prometheus file_sd / http_sd target groups: one per GPU node (and per node
+    named in `also`: those with DRA devices), all served by
     kubesim at `address` (host:port) under /metrics/dcgm/{node}."""
     groups = []
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
-        if not is_exporter_node(node):
+        if not is_exporter_node(node) and node["metadata"]["name"] not in also:
             continue
         name = node["metadata"]["name"]
         internal_ip = next(

@@ -19,7 +19,8 @@ user; batch release at window open is the second. The steps:
   unless the generation moved meanwhile (then go round again).
 - `claim_many(keys)` / `finish_many({key: generation}, token)`: the same for a
   batch of units with one UPDATE each (a burst of thousands: three statements a
-  message, not three a unit).
+  message, not three a unit); `finish_each` when each unit records fields of
+  its own (one UPDATE with a CASE per field).
 - `release(key, token)`: give the lease back without finishing.
 - `due()` / `sweep()`: the units marked and not done whose message was lost,
   or whose worker died, queued again (run it from beat).
@@ -31,7 +32,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from django.db import IntegrityError, models, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -216,6 +217,44 @@ class Outbox:
                 claimed_until=None, claim_token=""
             )
         return finished
+
+    def finish_each(self, done, token, **fields):
+        """`finish` for several units in one UPDATE, each with fields of its own:
+        `done` is {key: (generation, {field: value})}, `fields` are everyone's.
+        The keys finished (those whose generation had not moved); the others are
+        left as they were, still held by `token`."""
+        if not done:
+            return set()
+        unmoved = Q()
+        for key, (generation, _) in done.items():
+            unmoved |= Q(**{self.key: key, "generation": generation})
+        names = {name for _, own in done.values() for name in own}
+        per_key = {
+            name: Case(
+                *(
+                    When(**{self.key: key}, then=Value(own[name], output_field=self._field(name)))
+                    for key, (_, own) in done.items()
+                    if name in own
+                ),
+                default=F(name),
+                output_field=self._field(name),
+            )
+            for name in names
+        }
+        count = (
+            self.rows(done)
+            .filter(unmoved, claim_token=token)
+            .update(**per_key, **fields, synced_generation=F("generation"), claimed_until=None,
+                    claim_token="")
+        )  # fmt: skip
+        if count == len(done):
+            return set(done)
+        return set(done) - set(
+            self.rows(done).filter(claim_token=token).values_list(self.key, flat=True)
+        )
+
+    def _field(self, name):
+        return self.model._meta.get_field(name)
 
     def release(self, key, token, **fields):
         """Give the lease back (writing `fields`), done or not."""

@@ -191,39 +191,32 @@ def _pending(force):
     return None if force else team_sync.newer_generation() | ~Q(status=Status.IN_SYNC)
 
 
-def _apply(cluster, row, state, token, *, force=False):
-    """Apply the team's changed objects and record it: (writes, finished). Not
-    finished when the team was marked again meanwhile: what was applied is kept
-    and the team stays pending, still held by `token`."""
+# What a successful sync clears, whatever the team.
+CLEARED = {"last_error": "", "last_error_status": None, "last_error_at": None}
+
+
+def _reconcile_team(cluster, row, state, *, force=False):
+    """Apply the team's changed objects: (writes, drift descriptions, the
+    team's own fields to record once it is finished)."""
     objects = state.objects()
     read = force or row.drifted
     applied, writes, drift = reconcile(cluster, objects, row.applied, read=read)
-    # BEGIN and COMMIT are two more round trips: only drift needs them, to
-    # record the repair together with the sync.
-    with transaction.atomic() if drift else nullcontext():
-        for description in drift:
-            AuditEvent.record(team_id=row.team_id, action=Action.DRIFT_REPAIRED, reason=description)
-        done = timezone.now()
-        saved = {
-            "applied": applied,
-            "synced_digest": digest(objects),
-            "last_synced_at": done,
-            "last_checked_at": done,
-            "last_error": "",
-            "last_error_status": None,
-            "last_error_at": None,
-        }
-        if read:
-            saved["drifted"] = False
-        # Done, and the claim released, unless the generation moved meanwhile.
-        finished = team_sync.finish(
-            row.team_id, token, row.generation, **saved, status=Status.IN_SYNC
-        )
-        if not finished:
-            team_sync.holding(row.team_id, token).update(
-                **saved, synced_generation=row.generation, status=Status.PENDING
-            )
-    return writes, finished
+    own = {"applied": applied, "synced_digest": digest(objects)}
+    if read:
+        own["drifted"] = False
+    return writes, drift, own
+
+
+def _record_drift(team_id, drift):
+    for description in drift:
+        AuditEvent.record(team_id=team_id, action=Action.DRIFT_REPAIRED, reason=description)
+
+
+def _left_pending(team_id, token, generation, own):
+    """Marked again while it synced: keep what was applied, stay pending (still held)."""
+    team_sync.holding(team_id, token).update(
+        **own, **CLEARED, synced_generation=generation, status=Status.PENDING
+    )
 
 
 def sync_team(team_id, *, cluster=None, force=False):
@@ -254,10 +247,20 @@ def sync_team(team_id, *, cluster=None, force=False):
         # A change that lands while we sync bumps the generation: go round again.
         for _ in range(3):
             row = TeamSync.objects.select_related("team").get(team_id=team_id)
-            count, finished = _apply(
-                cluster, row, desired_state(team_id, row=row), token, force=force
-            )
+            state = desired_state(team_id, row=row)
+            count, drift, own = _reconcile_team(cluster, row, state, force=force)
             writes += count
+            # BEGIN and COMMIT are two more round trips: only drift needs them,
+            # to record the repair together with the sync.
+            with transaction.atomic() if drift else nullcontext():
+                _record_drift(team_id, drift)
+                done = timezone.now()
+                finished = team_sync.finish(
+                    team_id, token, row.generation, **own, **CLEARED,
+                    last_synced_at=done, last_checked_at=done, status=Status.IN_SYNC,
+                )  # fmt: skip
+                if not finished:
+                    _left_pending(team_id, token, row.generation, own)
             if finished:
                 break
     except kube.ClusterError as exc:
@@ -271,11 +274,11 @@ def sync_team(team_id, *, cluster=None, force=False):
 
 def sync_teams(team_ids, *, cluster=None):
     """`sync_team` for a batch of teams (the sweep's catch-up, `team_sync.enqueue`):
-    one claim and the desired states in four queries for the whole batch, then per
-    team one apply per changed object and one UPDATE. Teams held elsewhere or in
-    sync are skipped. Returns {team_id: writes, or the ClusterError it raised
-    (recorded on the team)}; a team marked again meanwhile is left pending and
-    returned as None, for the caller to queue on its own.
+    one claim and the desired states in four queries for the whole batch, one
+    apply per changed object, and one UPDATE to finish them all. Teams held
+    elsewhere or in sync are skipped. Returns {team_id: writes, or the
+    ClusterError it raised (recorded on the team)}; a team marked again
+    meanwhile is left pending and returned as None, for the caller to queue.
     """
     token = team_sync.claim_many(team_ids, pending=_pending(False))
     rows = list(TeamSync.objects.filter(team_id__in=team_ids, claim_token=token))
@@ -283,18 +286,27 @@ def sync_teams(team_ids, *, cluster=None):
         return {}
     states = desired_states([row.team_id for row in rows])
     cluster = cluster or kube.cluster()
-    results = {}
+    results, synced = {}, {}
     for row in rows:
-        finished = False
         try:
-            writes, finished = _apply(cluster, row, states[row.team_id], token)
-            results[row.team_id] = writes if finished else None
+            writes, drift, own = _reconcile_team(cluster, row, states[row.team_id])
         except kube.ClusterError as exc:
             _record_error(row.team_id, token, row.generation, exc)
+            team_sync.release(row.team_id, token)
             results[row.team_id] = exc
-        finally:
-            if not finished:
-                team_sync.release(row.team_id, token)
+            continue
+        _record_drift(row.team_id, drift)  # repaired on the cluster, whatever follows
+        results[row.team_id], synced[row.team_id] = writes, (row.generation, own)
+    done = timezone.now()
+    finished = team_sync.finish_each(
+        synced, token, **CLEARED, last_synced_at=done, last_checked_at=done,
+        status=Status.IN_SYNC,
+    )  # fmt: skip
+    for team_id in synced.keys() - finished:
+        generation, own = synced[team_id]
+        _left_pending(team_id, token, generation, own)
+        team_sync.release(team_id, token)
+        results[team_id] = None
     return results
 
 

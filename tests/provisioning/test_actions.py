@@ -333,7 +333,7 @@ def test_a_batch_of_teams_is_synced_with_one_claim_and_one_read_of_their_state(
         return len(captured)
 
     few, more = statements(2, 0), statements(5, 2)
-    assert more - few == 3  # one UPDATE per team more; the claim and the reads are the batch's
+    assert more == few  # the claim, the reads and the finish are the batch's, not per team
     assert actions.sync_teams([TeamFactory(slug="idle-batch").pk]) == {}  # nothing marked
 
 
@@ -360,3 +360,28 @@ def test_a_team_refused_in_a_batch_is_shown_and_the_others_are_synced(
     assert sync_of(vision).status == TeamSync.Status.FAILING
     assert sync_of(vision).claimed_until is None  # released
     assert sync_of(nlp).status == TeamSync.Status.IN_SYNC
+
+
+def test_a_team_changed_while_its_batch_syncs_is_left_pending_for_its_own_message(
+    vision, nlp, demo_flavors, backend, cluster
+):
+    actions.mark_dirty(vision.pk)
+    actions.mark_dirty(nlp.pk)
+    built = manifests.team_objects
+
+    def vision_changes_meanwhile(**kwargs):
+        if kwargs["team_slug"] == "vision":
+            actions.mark_dirty(vision.pk)  # an approval lands while the batch runs
+        return built(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifests, "team_objects", vision_changes_meanwhile)
+        results = actions.sync_teams([vision.pk, nlp.pk])
+    assert results == {vision.pk: None, nlp.pk: 5}
+    left = sync_of(vision)
+    assert left.status == TeamSync.Status.PENDING
+    assert left.generation > left.synced_generation  # the new change is still to do
+    assert left.claimed_until is None and left.applied  # released; what was applied is kept
+    assert sync_of(nlp).status == TeamSync.Status.IN_SYNC
+    assert actions.sync_team(vision.pk) == 0  # its own sync: nothing changed on the cluster
+    assert sync_of(vision).status == TeamSync.Status.IN_SYNC

@@ -49,12 +49,19 @@ def mig(name, profile, memory):
     }
 
 
-def resource_slice(node, devices, *, generation=1, pool=None):
+def resource_slice(node, devices, *, generation=1, pool=None, owner=None):
+    """`owner`: the Node object, to own the slice as the driver's kubelet plugin does
+    (k8s.io/dynamic-resource-allocation/kubeletplugin): it goes with the Node."""
     pool = pool or node
+    metadata = {"name": f"{pool}-gpu.nvidia.com-{generation}"}
+    if owner:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": owner["metadata"]["uid"]}
+        ]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{pool}-gpu.nvidia.com-{generation}"},
+        "metadata": metadata,
         "spec": {
             "driver": "gpu.nvidia.com",
             "nodeName": node,

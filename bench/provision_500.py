@@ -194,6 +194,13 @@ def start_workers(workdir, count, kubeconfig, *options):
     return workers
 
 
+def wait_ready(count):
+    """Until `count` workers answer a ping: booted, connected, waiting for work."""
+    from portal.celery import app
+
+    wait_until(lambda: len(app.control.ping(timeout=1)) >= count, timeout=120)
+
+
 def stop_workers(workers):
     for worker in workers:
         worker.terminate()
@@ -305,7 +312,7 @@ def main():
         # 2. Cold: the portal's path (a fresh kubesim; the same real cluster).
         kubeconfig = backend.open("portal")
         workers = start_workers(workdir, args.workers, kubeconfig)
-        time.sleep(3)  # let the workers connect before the clock starts
+        wait_ready(args.workers)  # their start-up is not the sync's cost
         for team_id in team_ids:
             actions.mark_dirty(team_id)
         backend.mark()

@@ -201,7 +201,7 @@ def _reconcile_team(cluster, row, state, *, force=False):
     objects = state.objects()
     read = force or row.drifted
     applied, writes, drift = reconcile(cluster, objects, row.applied, read=read)
-    own = {"applied": applied, "synced_digest": digest(objects)}
+    own = {"applied": applied, "synced_digest": digest(objects, applied)}
     if read:
         own["drifted"] = False
     return writes, drift, own
@@ -322,14 +322,15 @@ def sweep(now=None):
     """
     now = now or timezone.now()
     rows = TeamSync.objects.filter(namespace_deleted_at__isnull=True)
-    synced = dict(rows.values_list("team_id", "synced_digest"))
+    # A team marked already is synced anyway: only the others' digests are compared.
+    unmarked = rows.filter(generation__lte=F("synced_generation"))
+    synced = dict(unmarked.values_list("team_id", "synced_digest"))
     changed = [
         team_id
         for team_id, state in desired_states(list(synced)).items()
         if state.digest() != synced[team_id]
     ]
-    unmarked = rows.filter(team_id__in=changed, generation__lte=F("synced_generation"))
-    for team_id in unmarked.values_list("team_id", flat=True):
+    for team_id in unmarked.filter(team_id__in=changed).values_list("team_id", flat=True):
         mark_dirty(team_id)
     return enqueue(team_sync.due(rows, now))
 

@@ -64,8 +64,12 @@ def object_hash(obj):
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def digest(objects):
-    return hashlib.sha256(json.dumps([object_hash(o) for o in objects]).encode()).hexdigest()[:32]
+def digest(objects, hashes=None):
+    """One hash for a team's objects; `hashes` {object_key: object_hash} when
+    they are at hand (a sync has just computed them)."""
+    hashes = hashes or {}
+    listed = [hashes.get(object_key(o)) or object_hash(o) for o in objects]
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
 
 
 def catalog_resources():

@@ -185,6 +185,7 @@ INSTALLED_APPS = [
     "provisioning",
     "batch",
     "notifications",
+    "idle",
 ]
 
 MIDDLEWARE = [
@@ -525,6 +526,7 @@ SPECTACULAR_SETTINGS = {
         "StatusEnum": "gpu_requests.models.QuotaRequest.Status",
         "SyncStatusEnum": "gpu_requests.models.SyncStatus",
         "BatchJobStatusEnum": "batch.models.BatchJob.Status",
+        "IdleModeEnum": "idle.models.Mode",
     },
 }
 

@@ -1,11 +1,30 @@
 """State changes of idle policies: every one atomic and audited (docs/idle.md)."""
 
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.urls import reverse
 
+from billing.metering import sanitize
+from cluster import clock
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import AuditEvent
-from idle.models import MAX_MINUTES, Exemption, IdleAuditAction, IdlePolicy, Mode
+from gpu_requests import hooks
+from gpu_requests.models import AuditEvent, Flavor, Team, namespace_of
+from gpu_requests.notices import Notice, absolute
+from idle import evaluation
+from idle.models import (
+    MAX_MINUTES,
+    Exemption,
+    IdleAction,
+    IdleAuditAction,
+    IdlePolicy,
+    IdleState,
+    Mode,
+    effective,
+)
 
 FIELDS = ("idle_minutes", "grace_minutes", "mode", "enabled")
 
@@ -54,8 +73,8 @@ def set_policy(flavor, team, *, by, idle_minutes, grace_minutes, mode=Mode.REPOR
             raise ValidationError(looser)
     before = old.words() if old else "none"
     policy = old or IdlePolicy(flavor=flavor, team=team)
-    for field, value in values.items():
-        setattr(policy, field, value)
+    for name, value in values.items():
+        setattr(policy, name, value)
     if before == policy.words():
         return policy
     policy.updated_by = by
@@ -107,3 +126,229 @@ def exempt(team, *, namespace, kind, name, until, reason, by):
         reason=f"{kind} {namespace}/{name} until {until:%Y-%m-%d %H:%M} UTC: {reason}",
     )
     return exemption
+
+
+# --- evaluation: every minute from beat (task idle.evaluate) ---
+
+
+def policies_in_force():
+    """{(flavor id, team id or None): IdlePolicy} of the enabled policies. One query."""
+    return {(p.flavor_id, p.team_id): p for p in IdlePolicy.objects.filter(enabled=True)}
+
+
+def _policy_for(policies, flavor_id, team_id):
+    return effective(policies.get((flavor_id, None)), policies.get((flavor_id, team_id)))
+
+
+def _flavors_by_resource(flavors):
+    """kube-state-metrics' resource name -> flavor. Flavors sharing a resource name
+    (node selectors apart) are told apart by nothing Prometheus says of a pod:
+    the first by slug stands for them all."""
+    found = {}
+    for flavor in sorted(flavors, key=lambda f: f.slug):
+        found.setdefault(sanitize(flavor.resource_name), flavor)
+    return found
+
+
+@dataclass
+class Evaluation:
+    """What one run did, for the task's log line and the tests."""
+
+    workloads: int = 0
+    idle: int = 0
+    announced: list = field(default_factory=list)
+    withdrawn: list = field(default_factory=list)
+    acted: list = field(default_factory=list)
+
+
+def evaluate(now=None):
+    """Read every GPU workload's activity (two PromQL queries), keep each one's idle
+    state, announce, withdraw and act as the policies say. Idempotent per minute:
+    each step is taken once, recorded in its IdleState row."""
+    now = now or clock.now()
+    flavors = list(Flavor.objects.all())
+    observed = evaluation.observe({f.resource_name for f in flavors}, at=now)
+    with transaction.atomic():
+        return _apply(observed, flavors, now)
+
+
+def _apply(observed, flavors, now):
+    result = Evaluation(workloads=len(observed))
+    threshold = float(settings.PORTAL_BILLING_IDLE_THRESHOLD)
+    teams = {namespace_of(team.slug): team for team in Team.objects.filter(archived_at=None)}
+    by_resource = _flavors_by_resource(flavors)
+    policies = policies_in_force()
+    states = {
+        (s.namespace, s.kind, s.name): s for s in IdleState.objects.select_for_update().order_by()
+    }
+    exempt = set(Exemption.objects.filter(until__gt=now).values_list("namespace", "kind", "name"))
+    for key, workload in observed.items():
+        team = teams.get(workload.namespace)
+        flavor = by_resource.get(workload.resource)
+        if team is None or flavor is None:
+            continue
+        policy = _policy_for(policies, flavor.pk, team.pk)
+        state = states.pop(key, None)
+        if state is None:
+            state = IdleState(
+                team=team, flavor=flavor, namespace=key[0], kind=key[1], name=key[2], seen_at=now
+            )
+        state.gpus, state.seen_at = workload.gpus, now
+        if workload.activity >= threshold:
+            _active_again(state, now, result, "it is active again")
+        else:
+            result.idle += 1
+            state.idle_since = state.idle_since or now
+            if policy is None or key in exempt:
+                _active_again(state, now, result, "it is exempt", idle=True)
+            else:
+                _step(state, policy, now, result)
+        state.save()
+    # Workloads no longer holding GPUs: those acted on stay (a scale-down is
+    # undone by "Bring it back"), the rest are forgotten.
+    for state in states.values():
+        if state.acted_at is None or state.kind == "Pod":
+            _close_open(state, now)
+            state.delete()
+    return result
+
+
+def _step(state, policy, now, result):
+    if state.announced_at is None:
+        if now - state.idle_since < timedelta(minutes=policy.idle_minutes):
+            return
+        state.announced_at = now
+        state.action_due_at = now + timedelta(minutes=policy.grace_minutes)
+        _log(state, IdleAction.Kind.ANNOUNCED, policy.mode, now)
+        _notice(state, "idle_announced", _announce_title(state, policy), now)
+        result.announced.append(state)
+    if state.acted_at is None and now >= state.action_due_at:
+        state.acted_at = now
+        if policy.mode == Mode.REPORT:
+            _log(state, IdleAction.Kind.WOULD_ACT, Mode.REPORT, now, detail=_would(state))
+        else:
+            _act(state, now)
+        result.acted.append(state)
+    elif (
+        state.kind == "Pod"
+        and policy.mode == Mode.ACT
+        and state.acted_at is not None
+        and now - state.acted_at >= timedelta(minutes=settings.PORTAL_IDLE_REMIND_MINUTES)
+    ):
+        state.acted_at = now
+        _remind(state, now)
+
+
+def _active_again(state, now, result, why, idle=False):
+    """Left alone: the notice (if any) withdrawn, a report-only saving closed."""
+    if state.announced_at is not None and (state.acted_at is None or state.kind == "Pod"):
+        _log(state, IdleAction.Kind.WITHDRAWN, "", now, detail=f"Notice withdrawn: {why}.")
+        _notice(state, "idle_withdrawn", f"{_name(state)}: idle notice withdrawn, {why}", now)
+        result.withdrawn.append(state)
+    _close_open(state, now)
+    if not idle:
+        state.idle_since = None
+    state.announced_at = state.action_due_at = state.acted_at = None
+
+
+def _close_open(state, now):
+    """End the open report-only rows of the workload: what it would have saved stops."""
+    for row in IdleAction.objects.filter(
+        namespace=state.namespace,
+        workload_kind=state.kind,
+        workload_name=state.name,
+        kind=IdleAction.Kind.WOULD_ACT,
+        ended_at=None,
+    ):
+        row.ended_at = now
+        row.gpu_seconds = int(row.gpus * max((now - row.at).total_seconds(), 0))
+        row.save(update_fields=["ended_at", "gpu_seconds"])
+
+
+ACTION_WORDS = {
+    "Job": "suspend the job and return it to the queue",
+    "Deployment": "scale it to zero (Bring it back restores it)",
+    "StatefulSet": "scale it to zero (Bring it back restores it)",
+    "Pod": "nothing (a bare pod is never deleted): its team is reminded",
+}
+
+
+def _action_words(kind):
+    return ACTION_WORDS.get(kind, "nothing (a workload of this kind is not acted on)")
+
+
+def _name(state):
+    return f"{state.kind} {state.namespace}/{state.name}"
+
+
+def _announce_title(state, policy):
+    if policy.mode == Mode.REPORT:
+        return f"{_name(state)} is idle (report only: nothing will be done)"
+    return (
+        f"{_name(state)} is idle: at {state.action_due_at:%Y-%m-%d %H:%M} UTC the portal will "
+        + (_action_words(state.kind))
+    )
+
+
+def _would(state):
+    return f"Would {_action_words(state.kind)}; {state.gpus} GPU(s) given back while it stays idle."
+
+
+def _act(state, now):
+    if state.kind == "Pod":
+        _remind(state, now)
+        return
+    # Step 4 (the actions by kind) is not built yet: until it is, a policy in
+    # act mode logs what it would do, as report-only does.
+    _log(state, IdleAction.Kind.WOULD_ACT, Mode.ACT, now, detail=_would(state))
+
+
+def _remind(state, now):
+    _log(state, IdleAction.Kind.REMINDED, Mode.ACT, now)
+    _notice(state, "idle_reminder", f"{_name(state)} is still idle", now)
+
+
+def _log(state, kind, mode, now, detail=""):
+    return IdleAction.objects.create(
+        team=state.team,
+        flavor=state.flavor,
+        namespace=state.namespace,
+        workload_kind=state.kind,
+        workload_name=state.name,
+        kind=kind,
+        mode=mode,
+        at=now,
+        gpus=state.gpus,
+        idle_since=state.idle_since,
+        action_due_at=state.action_due_at,
+        detail=detail,
+    )
+
+
+def _notice(state, event, title, now):
+    path = reverse(
+        "billing_workload", args=[state.team.slug, state.namespace, state.kind, state.name]
+    )
+    facts = [("Team", state.team.name), ("GPUs", f"{state.gpus} x {state.flavor.name}")]
+    if state.idle_since:
+        facts.append(("Idle since", f"{state.idle_since:%Y-%m-%d %H:%M} UTC"))
+    if state.action_due_at and event == "idle_announced":
+        facts.append(("Action at", f"{state.action_due_at:%Y-%m-%d %H:%M} UTC"))
+    hooks.notice(
+        Notice(
+            event=event,
+            team_id=state.team_id,
+            title=title,
+            url=absolute(path),
+            facts=tuple(facts),
+            data={
+                "team": state.team.slug,
+                "namespace": state.namespace,
+                "kind": state.kind,
+                "name": state.name,
+                "gpus": state.gpus,
+                "action_due_at": state.action_due_at.isoformat() if state.action_due_at else None,
+            },
+            at=now,
+        )
+    )

@@ -185,6 +185,12 @@ class IdleAction(models.Model):
     idle_since = models.DateTimeField(null=True, blank=True)
     action_due_at = models.DateTimeField(null=True, blank=True)
     detail = models.TextField(blank=True)
+    # Of a scale-down, a suspension or a report-only "would have acted": GPUs given
+    # back from `at` to `ended_at` (brought back, active again, gone); open while None.
+    ended_at = models.DateTimeField(null=True, blank=True)
+    gpu_seconds = models.BigIntegerField(default=0)
+
+    GIVES_BACK = ("scaled_to_zero", "suspended", "would_act")
 
     class Meta:
         ordering = ["-at", "-pk"]
@@ -194,3 +200,11 @@ class IdleAction(models.Model):
         return (
             f"{self.get_kind_display()}: {self.workload_kind} {self.namespace}/{self.workload_name}"
         )
+
+    def gpu_hours(self, now):
+        """GPU-hours given back (or, report-only, that would have been) until `now`."""
+        if self.kind not in self.GIVES_BACK:
+            return 0
+        if self.ended_at is not None:
+            return self.gpu_seconds / 3600
+        return self.gpus * max((now - self.at).total_seconds(), 0) / 3600

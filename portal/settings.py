@@ -653,3 +653,12 @@ CELERY_BEAT_SCHEDULE |= {
     },
     "notifications-prune": {"task": "notifications.prune", "schedule": 3600},
 }
+
+# --- Idle policies (docs/idle.md) ---
+# Evaluated every this many seconds; a bare pod's team is reminded every
+# PORTAL_IDLE_REMIND_MINUTES while it stays idle past its grace.
+PORTAL_IDLE_INTERVAL = env_int("PORTAL_IDLE_INTERVAL", 60, minimum=10)
+PORTAL_IDLE_REMIND_MINUTES = env_int("PORTAL_IDLE_REMIND_MINUTES", 60, minimum=1)
+CELERY_BEAT_SCHEDULE |= {
+    "idle-evaluate": {"task": "idle.evaluate", "schedule": PORTAL_IDLE_INTERVAL},
+}

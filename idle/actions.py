@@ -9,12 +9,12 @@ from django.db import transaction
 from django.urls import reverse
 
 from billing.metering import sanitize
-from cluster import clock
+from cluster import clock, kube
 from gpu_requests import actions as quota_actions
 from gpu_requests import hooks
 from gpu_requests.models import AuditEvent, Flavor, Team, namespace_of
 from gpu_requests.notices import Notice, absolute
-from idle import evaluation
+from idle import evaluation, workloads
 from idle.models import (
     MAX_MINUTES,
     Exemption,
@@ -107,8 +107,15 @@ def exempt(team, *, namespace, kind, name, until, reason, by):
     and platform admins. Audited on the team."""
     if not quota_actions.can_manage(by, team):
         raise quota_actions.NotAllowed(f"Only {team.name}'s managers and platform admins exempt.")
+    errors = {}
     if not reason.strip():
-        raise ValidationError({"reason": "Say why the workload may stay idle."})
+        errors["reason"] = "Say why the workload may stay idle."
+    if namespace != namespace_of(team.slug):
+        errors["namespace"] = f"{team.name}'s workloads are in namespace {namespace_of(team.slug)}."
+    if until <= clock.now():
+        errors["until"] = "Give a time in the future."
+    if errors:
+        raise ValidationError(errors)
     exemption = Exemption.objects.create(
         team=team,
         namespace=namespace,
@@ -217,12 +224,17 @@ def _step(state, policy, now, result):
     if state.announced_at is None:
         if now - state.idle_since < timedelta(minutes=policy.idle_minutes):
             return
+        if _annotated_exempt(state, now):
+            return
         state.announced_at = now
         state.action_due_at = now + timedelta(minutes=policy.grace_minutes)
         _log(state, IdleAction.Kind.ANNOUNCED, policy.mode, now)
         _notice(state, "idle_announced", _announce_title(state, policy), now)
         result.announced.append(state)
     if state.acted_at is None and now >= state.action_due_at:
+        if _annotated_exempt(state, now):
+            _active_again(state, now, result, "it is exempt", idle=True)
+            return
         state.acted_at = now
         if policy.mode == Mode.REPORT:
             _log(state, IdleAction.Kind.WOULD_ACT, Mode.REPORT, now, detail=_would(state))
@@ -252,12 +264,13 @@ def _active_again(state, now, result, why, idle=False):
 
 
 def _close_open(state, now):
-    """End the open report-only rows of the workload: what it would have saved stops."""
-    for row in IdleAction.objects.filter(
+    """End the workload's open rows that give GPUs back (a scale-down, a suspension,
+    a report-only "would have"): the GPU-hours stop counting. Few rows."""
+    for row in IdleAction.objects.select_for_update().filter(
         namespace=state.namespace,
         workload_kind=state.kind,
         workload_name=state.name,
-        kind=IdleAction.Kind.WOULD_ACT,
+        kind__in=IdleAction.GIVES_BACK,
         ended_at=None,
     ):
         row.ended_at = now
@@ -294,9 +307,28 @@ def _would(state):
     return f"Would {_action_words(state.kind)}; {state.gpus} GPU(s) given back while it stays idle."
 
 
+def _annotated_exempt(state, now):
+    """The manager's annotation on the object (one GET, only when about to announce
+    or act, so a few a minute at most)."""
+    until = workloads.exempt_until(state.kind, state.namespace, state.name)
+    return until is not None and until > now
+
+
 def _act(state, now):
     if state.kind == "Pod":
         _remind(state, now)
+        return
+    if state.kind in workloads.SCALABLE:
+        try:
+            previous = workloads.scale_to_zero(state.kind, state.namespace, state.name)
+        except (kube.ClusterError, workloads.NotThere) as exc:
+            # Tried again next minute; the log says why it has not happened.
+            state.acted_at = None
+            _log(state, IdleAction.Kind.FAILED, Mode.ACT, now, detail=str(exc)[:500])
+            return
+        detail = f"Scaled to zero from {previous} replica(s); Bring it back restores them."
+        _log(state, IdleAction.Kind.SCALED_TO_ZERO, Mode.ACT, now, detail=detail)
+        _notice(state, "idle_scaled_to_zero", f"{_name(state)} was scaled to zero (idle)", now)
         return
     # Step 4 (the actions by kind) is not built yet: until it is, a policy in
     # act mode logs what it would do, as report-only does.
@@ -352,3 +384,26 @@ def _notice(state, event, title, now):
             at=now,
         )
     )
+
+
+@transaction.atomic
+def bring_back(state, *, by):
+    """Restore a workload scaled to zero by an idle action (its team's members and
+    admins): the replicas it had, the saving closed, the state forgotten."""
+    if not quota_actions.teams_for(by).filter(pk=state.team_id).exists():
+        raise quota_actions.NotAllowed(f"Only {state.team.name}'s members bring it back.")
+    if state.kind not in workloads.SCALABLE or state.acted_at is None:
+        raise quota_actions.IllegalTransition(f"{_name(state)} was not scaled to zero.")
+    now = clock.now()
+    replicas = workloads.bring_back(state.kind, state.namespace, state.name)
+    _close_open(state, now)
+    words = f"{replicas} replica(s)" if replicas is not None else "its owner had scaled it up"
+    _log(state, IdleAction.Kind.RESTORED, Mode.ACT, now, detail=f"Brought back by {by}: {words}.")
+    AuditEvent.record(
+        team_id=state.team_id,
+        action=IdleAuditAction.BRING_BACK,
+        actor=by,
+        reason=f"{_name(state)}: {words}",
+    )
+    state.delete()
+    return replicas

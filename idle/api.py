@@ -13,10 +13,10 @@ from rest_framework.views import APIView
 
 from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
-from gpu_requests.api import ERROR_400, ERROR_403
-from gpu_requests.models import Flavor
+from gpu_requests.api import ERROR_400, ERROR_403, ERROR_404, ERROR_409
+from gpu_requests.models import MAX_TEXT_LENGTH, Flavor
 from idle import actions
-from idle.models import MAX_MINUTES, IdleAction, IdlePolicy, Mode
+from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
 from portal.api import Pagination
 
 
@@ -171,3 +171,111 @@ class IdleActionsView(generics.ListAPIView):
             if not teams.exists():
                 raise Http404("No such team among yours.")
         return IdleAction.objects.filter(team__in=teams).select_related("team", "flavor")
+
+
+class ExemptionSerializer(serializers.ModelSerializer):
+    team = serializers.SlugField(max_length=63)
+    namespace = serializers.RegexField(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    kind = serializers.ChoiceField(["Job", "Deployment", "StatefulSet", "ReplicaSet", "Pod"])
+    name = serializers.RegexField(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+    reason = serializers.CharField(max_length=MAX_TEXT_LENGTH)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Exemption
+        fields = ["id", "team", "namespace", "kind", "name", "until", "reason", "created_by"]
+        read_only_fields = ["id", "created_by"]
+
+    def to_representation(self, exemption):
+        data = super().to_representation(exemption)
+        data["team"] = exemption.team.slug
+        return data
+
+
+class ExemptionsView(generics.ListAPIView):
+    """Exemptions from idle policies: your teams' (every team's for admins)."""
+
+    serializer_class = ExemptionSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self):
+        teams = quota_actions.teams_for(self.request.user)
+        return Exemption.objects.filter(team__in=teams).select_related("team", "created_by")
+
+    @extend_schema(
+        request=ExemptionSerializer,
+        responses={201: ExemptionSerializer, 400: ERROR_400, 403: ERROR_403},
+    )
+    def post(self, request):
+        """Leave a workload of your team alone until a time, with a reason (its
+        managers and admins; audited). The annotation
+        `gpu-portal.io/idle-exempt-until` on the object does the same."""
+        serializer = ExemptionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = quota_actions.teams_for(request.user).filter(slug=data["team"]).first()
+        if team is None:
+            raise serializers.ValidationError({"team": "No such team among yours."})
+        exemption = actions.exempt(
+            team,
+            namespace=data["namespace"],
+            kind=data["kind"],
+            name=data["name"],
+            until=data["until"],
+            reason=data["reason"],
+            by=request.user,
+        )
+        return Response(ExemptionSerializer(exemption).data, status=201)
+
+
+class IdleStateSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    flavor = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = IdleState
+        fields = [
+            "id",
+            "team",
+            "flavor",
+            "namespace",
+            "kind",
+            "name",
+            "gpus",
+            "idle_since",
+            "announced_at",
+            "action_due_at",
+            "acted_at",
+        ]
+
+
+class IdleStatesView(generics.ListAPIView):
+    """Workloads idle now or acted on (scaled to zero): your teams' (all for admins)."""
+
+    serializer_class = IdleStateSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self):
+        teams = quota_actions.teams_for(self.request.user)
+        return (
+            IdleState.objects.filter(team__in=teams)
+            .exclude(idle_since=None, acted_at=None)
+            .select_related("team", "flavor")
+            .order_by("namespace", "kind", "name")
+        )
+
+
+class BringBackView(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: IdleStateSerializer, 403: ERROR_403, 404: ERROR_404, 409: ERROR_409},
+    )
+    def post(self, request, pk):
+        """Bring back a workload an idle action scaled to zero: the replicas it had."""
+        teams = quota_actions.teams_for(request.user)
+        state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
+        if state is None:
+            raise Http404("No such idle workload among your teams'.")
+        data = IdleStateSerializer(state).data
+        replicas = actions.bring_back(state, by=request.user)
+        return Response({**data, "replicas": replicas})

@@ -21,6 +21,7 @@ class IdleAuditAction(models.TextChoices):
     POLICY_SET = "idle_policy_set", "Idle policy set"
     POLICY_REMOVE = "idle_policy_remove", "Idle policy removed"
     EXEMPT = "idle_exempt", "Exempted from idle policy"
+    BRING_BACK = "idle_bring_back", "Brought back after an idle action"
 
 
 register_audit_actions(IdleAuditAction)
@@ -172,6 +173,7 @@ class IdleAction(models.Model):
         REMINDED = "reminded", "Owner reminded"
         WOULD_ACT = "would_act", "Would have acted (report only)"
         RESTORED = "restored", "Brought back"
+        FAILED = "failed", "Action failed (tried again)"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="idle_actions")
     flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")

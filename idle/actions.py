@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -9,12 +10,14 @@ from django.db import transaction
 from django.urls import reverse
 
 from billing.metering import sanitize
+from billing.rates import RateCard
 from cluster import clock, kube
 from gpu_requests import actions as quota_actions
 from gpu_requests import hooks
+from gpu_requests.formats import gpu_hours, money
 from gpu_requests.models import AuditEvent, Flavor, Team, namespace_of
 from gpu_requests.notices import Notice, absolute
-from idle import evaluation, workloads
+from idle import emails, evaluation, workloads
 from idle.models import (
     MAX_MINUTES,
     Exemption,
@@ -336,8 +339,15 @@ def _act(state, now):
 
 
 def _remind(state, now):
-    _log(state, IdleAction.Kind.REMINDED, Mode.ACT, now)
-    _notice(state, "idle_reminder", f"{_name(state)} is still idle", now)
+    """A bare pod is never deleted: its team (managers included) is told again,
+    with what its idle time has cost so far."""
+    hours = Decimal((now - state.idle_since).total_seconds()) / 3600 * state.gpus
+    price = RateCard().price(state.flavor_id, now)
+    cost = money(hours * price) if price is not None else "no price on the rate card"
+    detail = f"Idle {gpu_hours(hours)} GPU-hours so far, costing {cost}."
+    _log(state, IdleAction.Kind.REMINDED, Mode.ACT, now, detail=detail)
+    title = f"{_name(state)} is still idle: {gpu_hours(hours)} GPU-hours, {cost} so far"
+    _notice(state, "idle_reminder", title, now, extra=[("Cost so far", cost)])
 
 
 def _log(state, kind, mode, now, detail=""):
@@ -357,7 +367,8 @@ def _log(state, kind, mode, now, detail=""):
     )
 
 
-def _notice(state, event, title, now):
+def _notice(state, event, title, now, extra=()):
+    """The team told by webhook (in this transaction) and email (after it)."""
     path = reverse(
         "billing_workload", args=[state.team.slug, state.namespace, state.kind, state.name]
     )
@@ -366,12 +377,14 @@ def _notice(state, event, title, now):
         facts.append(("Idle since", f"{state.idle_since:%Y-%m-%d %H:%M} UTC"))
     if state.action_due_at and event == "idle_announced":
         facts.append(("Action at", f"{state.action_due_at:%Y-%m-%d %H:%M} UTC"))
+    facts.extend(extra)
+    url = absolute(path)
     hooks.notice(
         Notice(
             event=event,
             team_id=state.team_id,
             title=title,
-            url=absolute(path),
+            url=url,
             facts=tuple(facts),
             data={
                 "team": state.team.slug,
@@ -384,6 +397,8 @@ def _notice(state, event, title, now):
             at=now,
         )
     )
+    team_id = state.team_id
+    transaction.on_commit(lambda: emails.send_notice(team_id, title, url, facts), robust=True)
 
 
 @transaction.atomic

@@ -80,3 +80,38 @@ def test_the_notice_reaches_the_teams_webhook_with_the_time_of_the_action(
     notebook = next(b for b in bodies["idle_announced"] if "notebook" in b)
     assert "report only" in notebook and "2026-11-02 10:16 UTC" in notebook
     assert "infer" in bodies["idle_withdrawn"][0]
+
+
+def test_a_bare_pod_is_never_deleted_its_team_is_reminded_with_the_cost(
+    prometheus,
+    admin_user,
+    alice,
+    carol,
+    vision,
+    h100,
+    settings,
+    mailoutbox,
+    django_capture_on_commit_callbacks,
+):
+    from billing.models import Rate
+
+    Rate.objects.create(
+        flavor=h100, effective_from=at(0) - timedelta(days=30), price_per_gpu_hour=3
+    )
+    settings.PORTAL_IDLE_REMIND_MINUTES = 5
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    with django_capture_on_commit_callbacks(execute=True):
+        run(range(1, 22))
+    reminders = IdleAction.objects.filter(workload_name="scratch", kind="reminded").order_by("at")
+    assert [row.at for row in reminders] == [at(16), at(21)]
+    # 1 GPU idle since minute 1: 20 minutes at 3.00 an hour by the second reminder.
+    assert reminders[1].detail == "Idle 0.3 GPU-hours so far, costing 1.00 USD."
+    subjects = [m.subject for m in mailoutbox if "scratch" in m.subject]
+    assert (
+        subjects[-1]
+        == "[GPU portal] Pod vision/scratch is still idle: 0.3 GPU-hours, 1.00 USD so far"
+    )
+    assert {address for m in mailoutbox for address in m.to} >= {alice.email, carol.email}
+    assert "Action at: 2026-11-02 10:16 UTC" in next(
+        m.body for m in mailoutbox if "notebook is idle" in m.subject
+    )

@@ -13,6 +13,7 @@ from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
 from gpu_requests import actions as quota_actions
+from gpu_requests import hooks
 
 
 def _team_for_user(user, slug):
@@ -153,6 +154,7 @@ def workload_page(request, slug, namespace, kind, name):
             "card": card,
             "recent": reports.recent_strip(team, namespace, kind, name, timezone.now()),
             "currency": settings.PORTAL_CURRENCY,
+            "panels": hooks.workload_panels(team, namespace, kind, name),
         },
     )
 

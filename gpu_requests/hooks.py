@@ -37,7 +37,9 @@ Budgets: `on_budget_left(provider)` says what teams may still spend this
 month (billing's hard budgets), for batch to hold work past it.
 
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
-app above this one (provisioning's "How to use your namespace").
+app above this one (provisioning's "How to use your namespace");
+`on_workload_panel(provider)` one to a workload's report card (idle's notice
+and "Bring it back").
 """
 
 _quota_changed = []
@@ -46,6 +48,7 @@ _members_changed = []
 _notice = []
 _notice_many = {}  # callback -> its set-based twin
 _team_panels = []
+_workload_panels = []
 _budget_left = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
@@ -146,6 +149,18 @@ def on_team_panel(provider):
 def team_panels(team):
     """[(template name, context)] of the registered panels for `team`, in order."""
     return [panel for panel in (provider(team) for provider in _team_panels) if panel]
+
+
+def on_workload_panel(provider):
+    """Add a panel to a workload's report card: `provider(team, namespace, kind, name)`
+    returns (template name, context) or None. Keep it to a query or two."""
+    return _register(_workload_panels, provider)
+
+
+def workload_panels(team, namespace, kind, name):
+    """[(template name, context)] of the registered panels for the workload, in order."""
+    panels = (provider(team, namespace, kind, name) for provider in _workload_panels)
+    return [panel for panel in panels if panel]
 
 
 def on_budget_left(provider):

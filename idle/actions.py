@@ -146,6 +146,11 @@ def policies_in_force():
     return {(p.flavor_id, p.team_id): p for p in IdlePolicy.objects.filter(enabled=True)}
 
 
+def policy_for(flavor_id, team_id):
+    """The policy in force for a team's workloads of a flavor, or None. One query."""
+    return _policy_for(policies_in_force(), flavor_id, team_id)
+
+
 def _policy_for(policies, flavor_id, team_id):
     return effective(policies.get((flavor_id, None)), policies.get((flavor_id, team_id)))
 

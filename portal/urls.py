@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("cluster/", include("provisioning.urls")),
     path("billing/", include("billing.urls")),
+    path("idle/", include("idle.urls")),
     path("", include("notifications.urls")),
     path("", include("gpu_requests.urls")),
 ]

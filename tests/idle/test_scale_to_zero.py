@@ -12,6 +12,7 @@ from django.utils import timezone
 from idle import actions
 from idle.models import IdleAction, IdleState
 from idle.workloads import EXEMPT_UNTIL, PREVIOUS_REPLICAS
+from tests.billing.ledger import meter, workload
 from tests.idle.conftest import at, log, run
 
 pytestmark = pytest.mark.kubernetes_only("kubesim does not serve Deployments (apps/v1)")
@@ -99,3 +100,26 @@ def test_report_only_scales_nothing(prometheus, deployments, admin_user, h100, v
     assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
     would = IdleAction.objects.get(workload_name="notebook", kind="would_act")
     assert would.gpu_hours(at(20)) == 2 * 4 / 60
+
+
+def test_the_report_card_shows_the_notice_and_brings_it_back(
+    prometheus, deployments, admin_user, alice, client, h100, vision
+):
+    meter(
+        at(0),
+        workloads={(vision, "vision", "Deployment", "notebook", h100): workload(7200, 0, 7200)},
+    )
+    card = "/billing/teams/vision/workloads/vision/Deployment/notebook/"
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    client.force_login(alice)
+    run(range(1, 12))
+    page = client.get(card).content.decode()
+    assert 'id="idle-banner"' in page and "the idle policy acts at" in page
+    run(range(12, 17))
+    page = client.get(card).content.decode()
+    assert "Scaled to zero for being idle" in page and "Bring it back" in page
+    state = IdleState.objects.get(name="notebook")
+    response = client.post(f"/idle/states/{state.pk}/bring-back/", follow=True)
+    assert "Deployment notebook is back: 2 replica(s)." in response.content.decode()
+    assert 'id="idle-banner"' not in response.content.decode()
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2

@@ -1,0 +1,7 @@
+from django.urls import path
+
+from idle import views
+
+urlpatterns = [
+    path("states/<int:pk>/bring-back/", views.bring_back, name="idle_bring_back"),
+]

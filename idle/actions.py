@@ -1,5 +1,6 @@
 """State changes of idle policies: every one atomic and audited (docs/idle.md)."""
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -9,7 +10,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.urls import reverse
 
-from billing.metering import sanitize
+from batch import cluster as batch_cluster
+from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
 from gpu_requests import actions as quota_actions
@@ -155,16 +157,6 @@ def _policy_for(policies, flavor_id, team_id):
     return effective(policies.get((flavor_id, None)), policies.get((flavor_id, team_id)))
 
 
-def _flavors_by_resource(flavors):
-    """kube-state-metrics' resource name -> flavor. Flavors sharing a resource name
-    (node selectors apart) are told apart by nothing Prometheus says of a pod:
-    the first by slug stands for them all."""
-    found = {}
-    for flavor in sorted(flavors, key=lambda f: f.slug):
-        found.setdefault(sanitize(flavor.resource_name), flavor)
-    return found
-
-
 @dataclass
 class Evaluation:
     """What one run did, for the task's log line and the tests."""
@@ -182,16 +174,18 @@ def evaluate(now=None):
     each step is taken once, recorded in its IdleState row."""
     now = now or clock.now()
     flavors = list(Flavor.objects.all())
-    observed = evaluation.observe({f.resource_name for f in flavors}, at=now)
-    with transaction.atomic():
-        return _apply(observed, flavors, now)
+    observed = evaluation.observe(flavors, at=now)
+    return apply_observations(observed, flavors, now)
 
 
-def _apply(observed, flavors, now):
+@transaction.atomic
+def apply_observations(observed, flavors, now):
+    """The database half of `evaluate`: `observed` ({key: evaluation.Workload}) as of
+    `now` against the policies, states and exemptions."""
     result = Evaluation(workloads=len(observed))
     threshold = float(settings.PORTAL_BILLING_IDLE_THRESHOLD)
     teams = {namespace_of(team.slug): team for team in Team.objects.filter(archived_at=None)}
-    by_resource = _flavors_by_resource(flavors)
+    by_id = {flavor.pk: flavor for flavor in flavors}
     policies = policies_in_force()
     states = {
         (s.namespace, s.kind, s.name): s for s in IdleState.objects.select_for_update().order_by()
@@ -199,7 +193,7 @@ def _apply(observed, flavors, now):
     exempt = set(Exemption.objects.filter(until__gt=now).values_list("namespace", "kind", "name"))
     for key, workload in observed.items():
         team = teams.get(workload.namespace)
-        flavor = by_resource.get(workload.resource)
+        flavor = by_id.get(workload.flavor_id)
         if team is None or flavor is None:
             continue
         policy = _policy_for(policies, flavor.pk, team.pk)
@@ -326,6 +320,13 @@ def _act(state, now):
     if state.kind == "Pod":
         _remind(state, now)
         return
+    if state.kind == "Job" and (job := _batch_job(state)) is not None:
+        reason = f"Idle since {state.idle_since:%Y-%m-%d %H:%M} UTC past its grace: requeued."
+        if batch_cluster.requeue_idle(job.pk, reason) is not None:
+            _log(state, IdleAction.Kind.SUSPENDED, Mode.ACT, now, detail=reason)
+            title = f"Batch job #{job.pk} {job.name} was idle: back in the queue"
+            _notice(state, "idle_requeued", title, now, recipients=[job.created_by.email])
+            return
     if state.kind in workloads.SCALABLE:
         try:
             previous = workloads.scale_to_zero(state.kind, state.namespace, state.name)
@@ -341,6 +342,18 @@ def _act(state, now):
     # Step 4 (the actions by kind) is not built yet: until it is, a policy in
     # act mode logs what it would do, as report-only does.
     _log(state, IdleAction.Kind.WOULD_ACT, Mode.ACT, now, detail=_would(state))
+
+
+def _batch_job(state):
+    """The portal's batch job behind a Job named batch-<id> in the team's namespace."""
+    match = re.fullmatch(r"batch-(\d+)", state.name)
+    if match is None:
+        return None
+    return (
+        BatchJob.objects.select_related("created_by")
+        .filter(pk=int(match.group(1)), team_id=state.team_id)
+        .first()
+    )
 
 
 def _remind(state, now):
@@ -372,8 +385,9 @@ def _log(state, kind, mode, now, detail=""):
     )
 
 
-def _notice(state, event, title, now, extra=()):
-    """The team told by webhook (in this transaction) and email (after it)."""
+def _notice(state, event, title, now, extra=(), recipients=None):
+    """The team told by webhook (in this transaction) and email (after it): its
+    members, or `recipients` (a batch job's submitter)."""
     path = reverse(
         "billing_workload", args=[state.team.slug, state.namespace, state.kind, state.name]
     )
@@ -403,7 +417,9 @@ def _notice(state, event, title, now, extra=()):
         )
     )
     team_id = state.team_id
-    transaction.on_commit(lambda: emails.send_notice(team_id, title, url, facts), robust=True)
+    transaction.on_commit(
+        lambda: emails.send_notice(team_id, title, url, facts, recipients), robust=True
+    )
 
 
 @transaction.atomic

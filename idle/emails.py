@@ -6,9 +6,10 @@ from django.contrib.auth import get_user_model
 from gpu_requests.emails import send
 
 
-def send_notice(team_id, title, url, facts):
-    """One email to every active member of the team with an address. One query."""
-    recipients = list(
+def send_notice(team_id, title, url, facts, recipients=None):
+    """One email to `recipients`, or every active member of the team with an
+    address (one query)."""
+    recipients = [r for r in recipients or () if r] or list(
         get_user_model()
         .objects.filter(memberships__team_id=team_id, is_active=True)
         .exclude(email="")

@@ -4,8 +4,10 @@
    last `WINDOW` (the billing definition: DCGM_FI_PROF_GR_ENGINE_ACTIVE, or
    GPU_UTIL / 100 where the profiling field is missing, never on MIG).
 2. `facts`: who owns each pod and each ReplicaSet (kube-state-metrics'
-   kube_pod_owner and kube_replicaset_owner) and the GPUs each pod requests,
-   three instant vectors joined with `or` (their label sets differ).
+   kube_pod_owner and kube_replicaset_owner), the GPUs each pod requests and
+   on which node, and the nodes' labels (which flavor a GPU is, by billing's
+   `FlavorResolver`): four instant vectors joined with `or` (their label sets
+   differ).
 
 A pod's workload is its Job, its ReplicaSet's Deployment, its StatefulSet, or
 the pod itself. A workload is idle when none of its pods' devices reached the
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from billing import prometheus
-from billing.metering import _quoted, _regex, sanitize
+from billing.metering import FlavorResolver, _quoted, _regex, sanitize
 
 # Longer than the beat's minute, so a late run misses no sample.
 WINDOW = "2m"
@@ -28,6 +30,7 @@ def queries(resources):
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod = settings.PORTAL_BILLING_LABEL_POD
     by = f"max by ({ns_label}, {pod})"
+    node = settings.PORTAL_BILLING_LABEL_NODE
     wanted = _quoted(_regex(sanitize(resource) for resource in resources))
     return {
         "activity": (
@@ -38,8 +41,9 @@ def queries(resources):
         "facts": (
             "max by (namespace, pod, owner_kind, owner_name) (kube_pod_owner)"
             " or max by (namespace, replicaset, owner_kind, owner_name) (kube_replicaset_owner)"
-            " or sum by (namespace, pod, resource) (kube_pod_container_resource_requests"
+            f" or sum by (namespace, pod, {node}, resource) (kube_pod_container_resource_requests"
             f'{{unit="integer",resource=~{wanted}}})'
+            " or kube_node_labels"
         ),
     }
 
@@ -49,7 +53,7 @@ class Workload:
     namespace: str
     kind: str  # Job, Deployment, StatefulSet, ReplicaSet or Pod
     name: str
-    resource: str  # sanitised, as kube-state-metrics writes it ("" if unknown)
+    flavor_id: int | None  # None: a resource or node no flavor of the catalog names
     gpus: int = 0
     activity: float = 0.0  # the highest reading of any of its devices in the window
     pods: int = 0
@@ -59,32 +63,36 @@ class Workload:
         return (self.namespace, self.kind, self.name)
 
 
-def observe(resources, at=None):
+def observe(flavors, at=None):
     """{(namespace, kind, name): Workload} of every pod holding GPUs now. Two queries."""
-    texts = queries(resources)
+    texts = queries({flavor.resource_name for flavor in flavors})
     activity = prometheus.query(texts["activity"], at=at)
     facts = prometheus.query(texts["facts"], at=at)
-    return workloads(activity, facts)
+    return workloads(activity, facts, flavors)
 
 
-def workloads(activity, facts):
+def workloads(activity, facts, flavors):
     """The pure half of `observe`: Series of the two queries -> workloads."""
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod_label = settings.PORTAL_BILLING_LABEL_POD
-    pod_owner, replicaset_owner, requests = {}, {}, {}
+    node_label = settings.PORTAL_BILLING_LABEL_NODE
+    pod_owner, replicaset_owner, requests, node_labels = {}, {}, {}, {}
     for series in facts:
         labels = series.labels
         namespace = labels.get("namespace", "")
-        if "resource" in labels:
+        if labels.get("__name__") == "kube_node_labels":
+            node_labels[labels.get(node_label, "")] = labels
+        elif "resource" in labels:
             key = (namespace, labels.get("pod", ""))
             gpus = int(series.points[0][1]) if series.points else 0
-            requests[key] = (labels["resource"], gpus)
+            requests[key] = (labels["resource"], labels.get(node_label, ""), gpus)
         elif "replicaset" in labels:
             owner = (labels.get("owner_kind", ""), labels.get("owner_name", ""))
             replicaset_owner[(namespace, labels["replicaset"])] = owner
         else:
             owner = (labels.get("owner_kind", ""), labels.get("owner_name", ""))
             pod_owner[(namespace, labels.get("pod", ""))] = owner
+    resolve = FlavorResolver(flavors, node_labels)
     found = {}
     for series in activity:
         namespace = series.labels.get(ns_label, "")
@@ -94,10 +102,12 @@ def workloads(activity, facts):
             kind, name = replicaset_owner.get((namespace, name), (kind, name))
         if kind in ("", "<none>") or name in ("", "<none>"):
             kind, name = "Pod", pod
-        resource, gpus = requests.get((namespace, pod), ("", 0))
+        resource, node, gpus = requests.get((namespace, pod), ("", "", 0))
         workload = found.get((namespace, kind, name))
         if workload is None:
-            workload = found[(namespace, kind, name)] = Workload(namespace, kind, name, resource)
+            flavor = resolve(resource, node)
+            flavor_id = flavor.pk if flavor else None
+            workload = found[(namespace, kind, name)] = Workload(namespace, kind, name, flavor_id)
         workload.gpus += gpus
         workload.pods += 1
         reading = max((value for _, value in series.points), default=0.0)

@@ -112,6 +112,7 @@ def team_page(request, slug):
             # Members of several teams switch between them; admins, who may see every
             # team, go through the all-teams page instead.
             "switch_teams": teams if len(teams) > 1 and not reviewer else [],
+            "panels": hooks.spend_panels(team, month),
         },
     )
 

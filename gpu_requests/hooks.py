@@ -39,7 +39,7 @@ month (billing's hard budgets), for batch to hold work past it.
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
 app above this one (provisioning's "How to use your namespace");
 `on_workload_panel(provider)` one to a workload's report card (idle's notice
-and "Bring it back").
+and "Bring it back"), `on_spend_panel(provider)` one to a team's Spend page.
 """
 
 _quota_changed = []
@@ -49,6 +49,7 @@ _notice = []
 _notice_many = {}  # callback -> its set-based twin
 _team_panels = []
 _workload_panels = []
+_spend_panels = []
 _budget_left = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
@@ -161,6 +162,16 @@ def workload_panels(team, namespace, kind, name):
     """[(template name, context)] of the registered panels for the workload, in order."""
     panels = (provider(team, namespace, kind, name) for provider in _workload_panels)
     return [panel for panel in panels if panel]
+
+
+def on_spend_panel(provider):
+    """Add a panel to a team's Spend page: `provider(team, month)` (month: its
+    `start` and `end`) returns (template name, context) or None."""
+    return _register(_spend_panels, provider)
+
+
+def spend_panels(team, month):
+    return [panel for panel in (provider(team, month) for provider in _spend_panels) if panel]
 
 
 def on_budget_left(provider):

@@ -5,17 +5,20 @@ a team's managers write their team's (stricter only). The log shows a
 member their teams' rows; another team's policy is a 404.
 """
 
+from django.conf import settings
 from django.http import Http404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from billing.reports import Month
 from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from gpu_requests.api import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 from gpu_requests.models import MAX_TEXT_LENGTH, Flavor
-from idle import actions
+from idle import actions, showback
 from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
 from portal.api import Pagination
 
@@ -279,3 +282,41 @@ class BringBackView(APIView):
         data = IdleStateSerializer(state).data
         replicas = actions.bring_back(state, by=request.user)
         return Response({**data, "replicas": replicas})
+
+
+class SavingSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    month = serializers.CharField()
+    given_back_gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=4)
+    saving = serializers.DecimalField(max_digits=16, decimal_places=2)
+    would_give_back_gpu_hours = serializers.DecimalField(max_digits=16, decimal_places=4)
+    would_save = serializers.DecimalField(max_digits=16, decimal_places=2)
+    currency = serializers.CharField()
+
+
+class IdleSavingsView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("month", str, description="YYYY-MM; the current one if empty")
+        ],
+        responses={200: SavingSerializer(many=True), 400: ERROR_400},
+    )
+    def get(self, request):
+        """GPU-hours given back by idle actions and the saving, per team of yours, in
+        a month (report-only policies: what they would have given back and saved)."""
+        try:
+            month = Month.parse(request.query_params.get("month"))
+        except ValueError as exc:
+            raise serializers.ValidationError({"month": str(exc)}) from None
+        teams = dict(quota_actions.teams_for(request.user).values_list("pk", "slug"))
+        figures = showback.by_team(list(teams), month.start, month.end, timezone.now())
+        rows = [
+            {
+                "team": teams[team_id],
+                "month": month.label,
+                **values,
+                "currency": settings.PORTAL_CURRENCY,
+            }
+            for team_id, values in sorted(figures.items(), key=lambda item: teams[item[0]])
+        ]
+        return Response(SavingSerializer(rows, many=True).data)

@@ -8,5 +8,6 @@ urlpatterns = [
     path("idle-exemptions/", api.ExemptionsView.as_view(), name="idle-exemptions"),
     path("idle-states/", api.IdleStatesView.as_view(), name="idle-states"),
     path("idle-states/<int:pk>/bring-back/", api.BringBackView.as_view(), name="idle-bring-back"),
+    path("idle-savings/", api.IdleSavingsView.as_view(), name="idle-savings"),
     path("idle-actions/", api.IdleActionsView.as_view(), name="idle-actions"),
 ]

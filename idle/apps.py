@@ -8,6 +8,7 @@ class IdleConfig(AppConfig):
 
     def ready(self):
         from gpu_requests import hooks
-        from idle import views
+        from idle import showback, views
 
         hooks.on_workload_panel(views.workload_panel)
+        hooks.on_spend_panel(showback.spend_panel)

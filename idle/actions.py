@@ -191,35 +191,48 @@ def apply_observations(observed, flavors, now):
         (s.namespace, s.kind, s.name): s for s in IdleState.objects.select_for_update().order_by()
     }
     exempt = set(Exemption.objects.filter(until__gt=now).values_list("namespace", "kind", "name"))
+    created = []
     for key, workload in observed.items():
+        state = states.pop(key, None)
+        if workload.activity >= threshold:
+            # Busy, the common case: nothing kept, nothing written.
+            if state is not None:
+                _active_again(state, now, result, "it is active again")
+                state.delete()
+            continue
         team = teams.get(workload.namespace)
         flavor = by_id.get(workload.flavor_id)
         if team is None or flavor is None:
             continue
-        policy = _policy_for(policies, flavor.pk, team.pk)
-        state = states.pop(key, None)
+        result.idle += 1
         if state is None:
             state = IdleState(
                 team=team, flavor=flavor, namespace=key[0], kind=key[1], name=key[2], seen_at=now
             )
-        state.gpus, state.seen_at = workload.gpus, now
-        if workload.activity >= threshold:
-            _active_again(state, now, result, "it is active again")
+        before = _fields(state)
+        state.gpus, state.idle_since = workload.gpus, state.idle_since or now
+        policy = _policy_for(policies, flavor.pk, team.pk)
+        if policy is None or key in exempt:
+            _active_again(state, now, result, "it is exempt", idle=True)
         else:
-            result.idle += 1
-            state.idle_since = state.idle_since or now
-            if policy is None or key in exempt:
-                _active_again(state, now, result, "it is exempt", idle=True)
-            else:
-                _step(state, policy, now, result)
-        state.save()
+            _step(state, policy, now, result)
+        if state.pk is None:
+            created.append(state)
+        elif _fields(state) != before:
+            state.seen_at = now
+            state.save()
+    IdleState.objects.bulk_create(created)  # one INSERT for the newly idle
     # Workloads no longer holding GPUs: those acted on stay (a scale-down is
     # undone by "Bring it back"), the rest are forgotten.
     for state in states.values():
         if state.acted_at is None or state.kind == "Pod":
-            _close_open(state, now)
+            _active_again(state, now, result, "it is gone")
             state.delete()
     return result
+
+
+def _fields(state):
+    return (state.gpus, state.idle_since, state.announced_at, state.action_due_at, state.acted_at)
 
 
 def _step(state, policy, now, result):
@@ -259,7 +272,8 @@ def _active_again(state, now, result, why, idle=False):
         _log(state, IdleAction.Kind.WITHDRAWN, "", now, detail=f"Notice withdrawn: {why}.")
         _notice(state, "idle_withdrawn", f"{_name(state)}: idle notice withdrawn, {why}", now)
         result.withdrawn.append(state)
-    _close_open(state, now)
+    if state.acted_at is not None:  # only then are there rows giving GPUs back
+        _close_open(state, now)
     if not idle:
         state.idle_since = None
     state.announced_at = state.action_due_at = state.acted_at = None

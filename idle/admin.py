@@ -18,8 +18,10 @@ class PolicyForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        base = IdlePolicy.objects.filter(flavor=data["flavor"], team=None).first()
-        if data.get("team") is not None:
+        flavor = data.get("flavor", self.instance.flavor if self.instance.pk else None)
+        team = data.get("team", self.instance.team if self.instance.pk else None)
+        base = IdlePolicy.objects.filter(flavor=flavor, team=None).first()
+        if team is not None:
             looser = IdlePolicy(**{k: data[k] for k in actions.FIELDS}).looser_fields(base)
             if looser:
                 raise ValidationError(looser)
@@ -32,11 +34,15 @@ class IdlePolicyAdmin(admin.ModelAdmin):
     list_display = ["flavor", "team", "idle_minutes", "grace_minutes", "mode", "enabled"]
     list_filter = ["flavor", "mode", "enabled"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # Which policy it is does not change; another flavor or team is another policy.
+        return ["flavor", "team"] if obj is not None else []
+
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
         saved = actions.set_policy(
-            data["flavor"],
-            data["team"],
+            obj.flavor if change else data["flavor"],
+            obj.team if change else data["team"],
             by=request.user,
             **{field: data[field] for field in actions.FIELDS},
         )

@@ -155,7 +155,7 @@ def workload_page(request, slug, namespace, kind, name):
             "card": card,
             "recent": reports.recent_strip(team, namespace, kind, name, timezone.now()),
             "currency": settings.PORTAL_CURRENCY,
-            "panels": hooks.workload_panels(team, namespace, kind, name),
+            "panels": hooks.workload_panels(team, namespace, kind, name, request.user),
         },
     )
 

@@ -153,14 +153,15 @@ def team_panels(team):
 
 
 def on_workload_panel(provider):
-    """Add a panel to a workload's report card: `provider(team, namespace, kind, name)`
-    returns (template name, context) or None. Keep it to a query or two."""
+    """Add a panel to a workload's report card: `provider(team, namespace, kind, name,
+    user)` (the viewer) returns (template name, context) or None. Keep it to a query
+    or two."""
     return _register(_workload_panels, provider)
 
 
-def workload_panels(team, namespace, kind, name):
+def workload_panels(team, namespace, kind, name, user):
     """[(template name, context)] of the registered panels for the workload, in order."""
-    panels = (provider(team, namespace, kind, name) for provider in _workload_panels)
+    panels = (provider(team, namespace, kind, name, user) for provider in _workload_panels)
     return [panel for panel in panels if panel]
 
 

@@ -66,3 +66,36 @@ def test_bring_back_is_post_only_and_for_the_team(client, alice, bob, vision, h1
     client.force_login(bob)
     assert client.post(f"/idle/states/{scaled.pk}/bring-back/").status_code == 404
     assert client.post("/api/v1/idle-states/999999/bring-back/").status_code == 404
+
+
+def test_a_manager_exempts_it_from_the_report_card(
+    client, alice, carol, admin_user, vision, h100, metered
+):
+    from gpu_requests.models import AuditEvent
+    from idle.models import Exemption
+
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    idle = state(vision, h100, announced_at=HOUR, action_due_at=HOUR + timedelta(minutes=5))
+    client.force_login(alice)
+    assert 'id="exempt"' not in client.get(CARD).content.decode()
+    assert (
+        client.post(f"/idle/states/{idle.pk}/exempt/", {"hours": "2", "reason": "x"}).status_code
+        == 403
+    )
+    client.force_login(carol)
+    assert 'id="exempt"' in client.get(CARD).content.decode()
+    for bad in (
+        {"hours": "٢", "reason": "demo"},
+        {"hours": "9" * 40, "reason": "demo"},
+        {"hours": "2", "reason": " "},
+        {"hours": "2", "reason": "a\x00"},
+    ):
+        page = client.post(f"/idle/states/{idle.pk}/exempt/", bad, follow=True).content.decode()
+        assert "Not exempted" in page
+    page = client.post(
+        f"/idle/states/{idle.pk}/exempt/", {"hours": "48", "reason": "demo on Friday"}, follow=True
+    ).content.decode()
+    assert "Deployment notebook is exempt for 48 hour(s)." in page
+    exemption = Exemption.objects.get()
+    assert (exemption.reason, exemption.created_by) == ("demo on Friday", carol)
+    assert AuditEvent.objects.filter(action="idle_exempt", actor=carol).exists()

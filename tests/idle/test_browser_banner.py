@@ -20,6 +20,7 @@ def test_the_banner_and_the_showback_look_right(
     transactional_db,
     page,  # noqa: F811
     alice,
+    carol,
     vision,
     h100,
 ):
@@ -67,3 +68,15 @@ def test_the_banner_and_the_showback_look_right(
             assert page.inner_text("#idle-given-back") == "2"
             assert page.evaluate(fits), f"the Spend page scrolls sideways at {width} px"
             shot(page, f"idle-showback-{scheme}-{size}")
+
+    # Announced, not yet acted on: its manager may exempt it from the card.
+    IdleState.objects.filter(name="notebook").update(acted_at=None)
+    page.click("button:has-text('Log out')")
+    log_in(page, "carol")
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto("/billing/teams/vision/workloads/vision/Deployment/notebook/")
+        page.click("summary:has-text('Exempt it')")
+        assert page.is_visible("#exempt-reason") and page.evaluate(fits)
+        shot(page, f"idle-exempt-{scheme}-phone")

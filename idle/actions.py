@@ -347,7 +347,16 @@ def _act(state, now):
         except (kube.ClusterError, workloads.NotThere) as exc:
             # Tried again next minute; the log says why it has not happened.
             state.acted_at = None
-            _log(state, IdleAction.Kind.FAILED, Mode.ACT, now, detail=str(exc)[:500])
+            detail = str(exc)[:500]
+            last = (
+                IdleAction.objects.filter(
+                    namespace=state.namespace, workload_kind=state.kind, workload_name=state.name
+                )
+                .values_list("kind", "detail")
+                .first()
+            )
+            if last != (IdleAction.Kind.FAILED, detail):  # once per failure, not every minute
+                _log(state, IdleAction.Kind.FAILED, Mode.ACT, now, detail=detail)
             return
         detail = f"Scaled to zero from {previous} replica(s); Bring it back restores them."
         _log(state, IdleAction.Kind.SCALED_TO_ZERO, Mode.ACT, now, detail=detail)

@@ -161,7 +161,11 @@ class IdleActionsView(generics.ListAPIView):
     serializer_class = IdleActionSerializer
     pagination_class = Pagination
 
-    @extend_schema(parameters=[OpenApiParameter("team", str, description="team slug")])
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("team", str, description="team slug", pattern=r"^[-a-zA-Z0-9_]{1,63}$")
+        ]
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 

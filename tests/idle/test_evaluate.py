@@ -115,3 +115,13 @@ def test_a_bare_pod_is_never_deleted_its_team_is_reminded_with_the_cost(
     assert "Action at: 2026-11-02 10:16 UTC" in next(
         m.body for m in mailoutbox if "notebook is idle" in m.subject
     )
+
+
+def test_an_action_that_fails_is_logged_once_and_tried_again(prometheus, admin_user, vision, h100):
+    # No cluster configured here: the scale-down of the notebook fails each minute.
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    run(range(1, 20))
+    failed = IdleAction.objects.filter(workload_name="notebook", kind="failed")
+    assert failed.count() == 1 and failed.get().at == at(16)
+    state = IdleState.objects.get(name="notebook")
+    assert state.acted_at is None and state.action_due_at == at(16)

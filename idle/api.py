@@ -164,7 +164,8 @@ class IdleActionsView(generics.ListAPIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("team", str, description="team slug", pattern=r"^[-a-zA-Z0-9_]{1,63}$")
-        ]
+        ],
+        responses={200: IdleActionSerializer(many=True), 400: ERROR_400, 404: ERROR_404},
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)

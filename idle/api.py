@@ -163,7 +163,12 @@ class IdleActionsView(generics.ListAPIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("team", str, description="team slug", pattern=r"^[-a-zA-Z0-9_]{1,63}$")
+            OpenApiParameter(
+                "team",
+                str,
+                description="team slug; empty: all of yours",
+                pattern=r"^[-a-zA-Z0-9_]{0,63}$",
+            )
         ],
         responses={200: IdleActionSerializer(many=True), 400: ERROR_400, 404: ERROR_404},
     )

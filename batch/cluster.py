@@ -405,6 +405,32 @@ def _requeue(job):
     _transition(job, Status.QUEUED, "requeue", "Back in the queue after a spot reclaim.", **fields)
 
 
+def requeue_idle(job_id, reason):
+    """An idle policy's action on a released or running job, in the caller's
+    transaction: back in the queue for the next window that fits, with `reason` in
+    its history, as after a spot reclaim (the sync deletes its Job, so its pods go).
+    The job, or None if it was not on the cluster."""
+    job = (
+        BatchJob.objects.select_related("team", "flavor", "created_by")
+        .filter(pk=job_id, status__in=BatchJob.HOLDING)
+        .first()
+    )
+    if job is None:
+        return None
+    fields = dict.fromkeys(
+        ("window_id", "opens_at", "closes_at", "planned_start", "planned_end", "released_at"),
+        None,
+    )
+    if not _transition(job, Status.QUEUED, "idle_requeue", reason, **fields):
+        return None
+    hooks.quota_changed(job.team_id)
+    changed([job.pk])
+    from batch.actions import request_plan
+
+    transaction.on_commit(lambda: request_plan("job requeued: idle"))
+    return job
+
+
 def _details(cluster, namespace, job):
     """Warning events of the Job and its pods, the log tail, GPU-minutes lost to
     disruptions; and how many of its pods wait for their ResourceClaims. Two or

@@ -13,6 +13,7 @@ from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
 from gpu_requests import actions as quota_actions
+from gpu_requests import hooks
 from teams import errors
 
 
@@ -112,6 +113,7 @@ def team_page(request, slug):
             # Members of several teams switch between them; admins, who may see every
             # team, go through the all-teams page instead.
             "switch_teams": teams if len(teams) > 1 and not reviewer else [],
+            "panels": hooks.spend_panels(team, month),
         },
     )
 
@@ -154,6 +156,7 @@ def workload_page(request, slug, namespace, kind, name):
             "card": card,
             "recent": reports.recent_strip(team, namespace, kind, name, timezone.now()),
             "currency": settings.PORTAL_CURRENCY,
+            "panels": hooks.workload_panels(team, namespace, kind, name, request.user),
         },
     )
 

@@ -38,7 +38,9 @@ month (billing's hard budgets), for batch to hold work past it.
 
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
 app above this one (provisioning's "How to use your namespace");
-`on_cluster_panel(provider)` one to the cluster page (billing's node pools).
+`on_cluster_panel(provider)` one to the cluster page (billing's node pools);
+`on_workload_panel(provider)` one to a workload's report card (idle's notice
+and "Bring it back"), `on_spend_panel(provider)` one to a team's Spend page.
 """
 
 _quota_changed = []
@@ -48,6 +50,8 @@ _notice = []
 _notice_many = {}  # callback -> its set-based twin
 _team_panels = []
 _cluster_panels = []
+_workload_panels = []
+_spend_panels = []
 _budget_left = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
@@ -159,6 +163,29 @@ def on_cluster_panel(provider):
 def cluster_panels(now):
     """[(template name, context)] of the registered cluster page panels, in order."""
     return [panel for panel in (provider(now) for provider in _cluster_panels) if panel]
+
+
+def on_workload_panel(provider):
+    """Add a panel to a workload's report card: `provider(team, namespace, kind, name,
+    user)` (the viewer) returns (template name, context) or None. Keep it to a query
+    or two."""
+    return _register(_workload_panels, provider)
+
+
+def workload_panels(team, namespace, kind, name, user):
+    """[(template name, context)] of the registered panels for the workload, in order."""
+    panels = (provider(team, namespace, kind, name, user) for provider in _workload_panels)
+    return [panel for panel in panels if panel]
+
+
+def on_spend_panel(provider):
+    """Add a panel to a team's Spend page: `provider(team, month)` (month: its
+    `start` and `end`) returns (template name, context) or None."""
+    return _register(_spend_panels, provider)
+
+
+def spend_panels(team, month):
+    return [panel for panel in (provider(team, month) for provider in _spend_panels) if panel]
 
 
 def on_budget_left(provider):

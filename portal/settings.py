@@ -186,6 +186,7 @@ INSTALLED_APPS = [
     "provisioning",
     "batch",
     "notifications",
+    "idle",
 ]
 
 MIDDLEWARE = [
@@ -529,6 +530,7 @@ SPECTACULAR_SETTINGS = {
         "StatusEnum": "gpu_requests.models.QuotaRequest.Status",
         "SyncStatusEnum": "gpu_requests.models.SyncStatus",
         "BatchJobStatusEnum": "batch.models.BatchJob.Status",
+        "IdleModeEnum": "idle.models.Mode",
     },
 }
 
@@ -654,4 +656,13 @@ CELERY_BEAT_SCHEDULE |= {
         "schedule": PORTAL_WEBHOOK_SWEEP_INTERVAL,
     },
     "notifications-prune": {"task": "notifications.prune", "schedule": 3600},
+}
+
+# --- Idle policies (docs/idle.md) ---
+# Evaluated every this many seconds; a bare pod's team is reminded every
+# PORTAL_IDLE_REMIND_MINUTES while it stays idle past its grace.
+PORTAL_IDLE_INTERVAL = env_int("PORTAL_IDLE_INTERVAL", 60, minimum=10)
+PORTAL_IDLE_REMIND_MINUTES = env_int("PORTAL_IDLE_REMIND_MINUTES", 60, minimum=1)
+CELERY_BEAT_SCHEDULE |= {
+    "idle-evaluate": {"task": "idle.evaluate", "schedule": PORTAL_IDLE_INTERVAL},
 }

@@ -14,12 +14,14 @@ urlpatterns = [
     path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/v1/", include("batch.api_urls")),
+    path("api/v1/", include("idle.api_urls")),
     path("batch/", include("batch.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its setup script as a file: no inline script for the CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("cluster/", include("provisioning.urls")),
     path("billing/", include("billing.urls")),
+    path("idle/", include("idle.urls")),
     path("", include("notifications.urls")),
     path("", include("gpu_requests.urls")),
 ]

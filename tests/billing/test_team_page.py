@@ -73,7 +73,8 @@ def test_it_says_when_metering_is_off(client, alice, settings):
 
 def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert_num_queries):
     client.force_login(alice)
-    with django_assert_num_queries(13):
+    # 13, and one for the idle showback panel (idle.showback, hooks.on_spend_panel).
+    with django_assert_num_queries(14):
         client.get("/billing/teams/vision/")
     for day in range(1, 9):  # more days and workloads: the same queries
         meter(
@@ -81,7 +82,7 @@ def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert
             teams={(vision, h100): (3600, 0, 3600, 0)},
             workloads={(vision, "vision", "Job", f"j{day}", h100): workload(3600, 0, 3600)},
         )
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(14):
         client.get("/billing/teams/vision/")
 
 

@@ -31,6 +31,7 @@ from cluster import kube
 from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor
+from idle import workloads as idle_workloads
 from kubesim.auth import Attributes, rule_allows
 from provisioning import actions
 from provisioning.models import TeamSync
@@ -64,6 +65,26 @@ def watch_until(job, wanted, backend, *, advance_by=0):
 
     every = (lambda: backend.pass_time(advance_by)) if advance_by else None
     wait_for(reached, timeout=30, every=every)
+
+
+def _scalable(kind):
+    labels = {"app": "notebook"}
+    spec = {
+        "replicas": 1,
+        "selector": {"matchLabels": labels},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "main", "image": "jupyter/base-notebook"}]},
+        },
+    }
+    if kind == "StatefulSet":
+        spec["serviceName"] = "notebook"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": "notebook", "namespace": "vision"},
+        "spec": spec,
+    }
 
 
 def portal_life(setup, flavors, backend, capture):
@@ -152,6 +173,18 @@ def portal_life(setup, flavors, backend, capture):
     def dra_batch_job_cancelled():
         batch_actions.cancel(jobs["dra"], by=alice)
 
+    def idle_scale_to_zero_and_back():
+        # An idle policy's action on a notebook Deployment and a StatefulSet (the
+        # admin makes them; kubesim serves no apps/v1: there the GETs answer 404).
+        outsider = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
+        for kind in idle_workloads.SCALABLE:
+            if backend.name == "kubernetes":
+                outsider.apply(_scalable(kind), field_manager="tests")
+            with contextlib.suppress(idle_workloads.NotThere):
+                idle_workloads.scale_to_zero(kind, "vision", "notebook")
+                idle_workloads.bring_back(kind, "vision", "notebook")
+        outsider.close()
+
     def archive():
         quota_actions.archive_team(team, by=admin)
         actions.sync_team(team.pk)
@@ -168,6 +201,7 @@ def portal_life(setup, flavors, backend, capture):
         ("batch job created", create_job),
         ("batch job run", run_job),
         ("batch job cancelled", cancel_job),
+        ("idle scale to zero and back", idle_scale_to_zero_and_back),
         ("archive and delete", archive),
     ]
     for name, step in steps:
@@ -245,6 +279,19 @@ def test_without_any_one_grant_the_portal_is_refused(
         asked = {(r["resource"], r["verb"], r["status"]) for r in backend.requests()}
         assert ("resourceclaimtemplates", "patch", 404) in asked
         return
+    if (
+        backend.name == "kubesim"
+        and missing.get("apiGroups") == ["apps"]
+        and missing.get("verbs") == ["patch"]
+    ):
+        # kubesim serves no apps/v1: the idle action's GET answers 404 and nothing
+        # is patched there (the real API server proves the patch).
+        for _ in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
+            pass
+        assert refusals(backend) == []
+        asked = {(r["resource"], r["verb"], r["status"]) for r in backend.requests()}
+        assert ("deployments", "get", 404) in asked
+        return
     for _ in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
         if refusals(backend):
             break  # the rest of the life would only be refused more
@@ -289,6 +336,11 @@ def used(requests, role_bindings):
 DRA_CREATE = ("resource.k8s.io", "resourceclaimtemplates", "create", None)
 
 
+# kubesim serves no apps/v1: the idle action's GETs are answered 404, so its
+# patches are exercised on the real API server only.
+APPS_PATCH = {("apps", "deployments", "patch", None), ("apps", "statefulsets", "patch", None)}
+
+
 def _only_on_dra(rule):
     return rule.get("apiGroups") == ["resource.k8s.io"] and rule.get("verbs") == ["create"]
 
@@ -302,7 +354,7 @@ def test_every_grant_of_the_role_is_used(
         if name == "batch job cancelled":  # the team's, read before the namespace goes
             role_bindings = cluster.list("RoleBinding", namespace="vision")
     portal = [r for r in backend.requests() if r.get("user") == backend.portal_user]
-    expected = granted() - ({DRA_CREATE} if backend.name == "kubesim" else set())
+    expected = granted() - (({DRA_CREATE} | APPS_PATCH) if backend.name == "kubesim" else set())
     assert used(portal, role_bindings) == expected
 
 

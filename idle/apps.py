@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class IdleConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "idle"
+    verbose_name = "Idle policies"
+
+    def ready(self):
+        from gpu_requests import hooks
+        from idle import showback, views
+
+        hooks.on_workload_panel(views.workload_panel)
+        hooks.on_spend_panel(showback.spend_panel)

@@ -1,0 +1,105 @@
+"""The idle notice on a workload's report card, and its "Bring it back" button."""
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from cluster import clock, kube
+from gpu_requests import actions as quota_actions
+from gpu_requests import inputs
+from gpu_requests.models import MAX_TEXT_LENGTH
+from idle import actions, workloads
+from idle.models import IdleState, Mode
+from teams import errors
+
+
+def workload_panel(team, namespace, kind, name, user):
+    """hooks.on_workload_panel: the banner of a workload announced idle or scaled to
+    zero (two or three queries: its state, the policies, the viewer's role), else
+    nothing."""
+    state = (
+        IdleState.objects.filter(team=team, namespace=namespace, kind=kind, name=name)
+        .exclude(announced_at=None, acted_at=None)
+        .select_related("flavor")
+        .first()
+    )
+    if state is None:
+        return None
+    scaled = state.acted_at is not None and kind in workloads.SCALABLE
+    policy = actions.policy_for(state.flavor_id, state.team_id)
+    report_only = policy is None or policy.mode == Mode.REPORT
+    return "idle/_banner.html", {
+        "state": state,
+        "scaled": scaled,
+        "report_only": report_only,
+        "can_exempt": quota_actions.can_manage(user, team),
+    }
+
+
+@login_required
+@require_POST
+def bring_back(request, pk):
+    teams = quota_actions.teams_for(request.user)
+    state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
+    if state is None:
+        raise Http404("No such idle workload among your teams'.")
+    card = ("billing_workload", state.team.slug, state.namespace, state.kind, state.name)
+    try:
+        replicas = actions.bring_back(state, by=request.user)
+    except errors.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except (errors.ActionError, kube.ClusterError, workloads.NotThere) as exc:
+        messages.error(request, f"Not brought back: {exc}")
+        return redirect(*card)
+    if replicas is None:
+        messages.success(request, f"{state.kind} {state.name} had been scaled up by its owner.")
+    else:
+        messages.success(request, f"{state.kind} {state.name} is back: {replicas} replica(s).")
+    return redirect(*card)
+
+
+# A month: past it a manager sets the annotation, or exempts again.
+MAX_EXEMPT_HOURS = 24 * 31
+
+
+@login_required
+@require_POST
+def exempt(request, pk):
+    """A team manager exempts the workload of an idle state for N hours, with a reason."""
+    teams = quota_actions.teams_for(request.user)
+    state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
+    if state is None:
+        raise Http404("No such idle workload among your teams'.")
+    card = ("billing_workload", state.team.slug, state.namespace, state.kind, state.name)
+    hours = inputs.whole_number(request.POST.get("hours", ""), minimum=1, maximum=MAX_EXEMPT_HOURS)
+    reason = request.POST.get("reason", "")
+    if hours is None:
+        messages.error(request, f"Not exempted: give whole hours from 1 to {MAX_EXEMPT_HOURS}.")
+        return redirect(*card)
+    if len(reason) > MAX_TEXT_LENGTH or "\x00" in reason:
+        messages.error(
+            request, f"Not exempted: a reason of at most {MAX_TEXT_LENGTH:,} characters."
+        )
+        return redirect(*card)
+    try:
+        actions.exempt(
+            state.team,
+            namespace=state.namespace,
+            kind=state.kind,
+            name=state.name,
+            until=clock.now() + timedelta(hours=hours),
+            reason=reason,
+            by=request.user,
+        )
+    except errors.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except ValidationError as exc:
+        messages.error(request, "Not exempted: " + " ".join(exc.messages))
+        return redirect(*card)
+    messages.success(request, f"{state.kind} {state.name} is exempt for {hours} hour(s).")
+    return redirect(*card)

@@ -1,0 +1,129 @@
+"""A notebook Deployment idle under a 10-minute policy with a 5-minute grace
+(the history in Prometheus, stepped minute by minute) is announced, scaled to
+zero on the real API server with its replicas kept, and brought back from the
+API; an exempt one (by its annotation) and one active in its grace are left
+alone. kubesim serves no apps/v1, so this runs on the real control plane."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from idle import actions
+from idle.models import IdleAction, IdleState
+from idle.workloads import EXEMPT_UNTIL, PREVIOUS_REPLICAS
+from tests.billing.ledger import meter, workload
+from tests.idle.conftest import at, log, run
+
+pytestmark = pytest.mark.kubernetes_only("kubesim does not serve Deployments (apps/v1)")
+
+
+def deployment(name, replicas, annotations=None):
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "vision", "annotations": annotations or {}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "jupyter/base-notebook"}]},
+            },
+        },
+    }
+
+
+@pytest.fixture
+def deployments(cluster):
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vision"}},
+        field_manager="tests",
+    )
+    cluster.apply(deployment("notebook", 2), field_manager="tests")
+    cluster.apply(deployment("infer", 1), field_manager="tests")
+    return cluster
+
+
+def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
+    prometheus, deployments, admin_user, alice, client, h100, vision
+):
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    run(range(1, 17))
+    notebook = deployments.get("Deployment", "notebook", "vision")
+    assert notebook["spec"]["replicas"] == 0
+    assert notebook["metadata"]["annotations"][PREVIOUS_REPLICAS] == "2"
+    assert deployments.get("Deployment", "infer", "vision")["spec"]["replicas"] == 1
+    rows = [row for row in log() if row[1] in ("notebook", "infer")]
+    assert rows == [
+        ("Deployment", "infer", "announced", at(11)),
+        ("Deployment", "notebook", "announced", at(11)),
+        ("Deployment", "infer", "withdrawn", at(13)),
+        ("Deployment", "notebook", "scaled_to_zero", at(16)),
+    ]
+    run([17, 18])  # a retry writes nothing more
+    assert [r for r in log() if r[1] == "notebook"][-1][2] == "scaled_to_zero"
+
+    client.force_login(alice)
+    states = client.get("/api/v1/idle-states/").json()["results"]
+    state = next(s for s in states if s["name"] == "notebook")
+    assert state["acted_at"] is not None
+    response = client.post(f"/api/v1/idle-states/{state['id']}/bring-back/")
+    assert response.status_code == 200, response.json()
+    assert response.json()["replicas"] == 2
+    notebook = deployments.get("Deployment", "notebook", "vision")
+    assert notebook["spec"]["replicas"] == 2
+    assert PREVIOUS_REPLICAS not in (notebook["metadata"].get("annotations") or {})
+    assert not IdleState.objects.filter(name="notebook").exists()
+    scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
+    assert scaled.ended_at is not None and scaled.gpu_seconds > 0
+    assert IdleAction.objects.filter(workload_name="notebook", kind="restored").exists()
+    again = client.post(f"/api/v1/idle-states/{state['id']}/bring-back/")
+    assert again.status_code == 404
+    (saving,) = client.get("/api/v1/idle-savings/?month=2026-11").json()
+    # 2 GPUs from the scale-down to "Bring it back" (real time since the history's).
+    given_back = 2 * (scaled.ended_at - scaled.at).total_seconds() / 3600
+    assert abs(float(saving["given_back_gpu_hours"]) - given_back) < 0.001
+
+
+def test_a_notebook_exempt_by_its_annotation_is_untouched(
+    prometheus, deployments, admin_user, h100, vision
+):
+    until = (timezone.now() + timedelta(days=1)).isoformat()
+    deployments.apply(deployment("notebook", 2, {EXEMPT_UNTIL: until}), field_manager="tests")
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    run(range(1, 17))
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+    assert not [row for row in log() if row[1] == "notebook"]
+
+
+def test_report_only_scales_nothing(prometheus, deployments, admin_user, h100, vision):
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="report")
+    run(range(1, 21))
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+    would = IdleAction.objects.get(workload_name="notebook", kind="would_act")
+    assert would.gpu_hours(at(20)) == 2 * 4 / 60
+
+
+def test_the_report_card_shows_the_notice_and_brings_it_back(
+    prometheus, deployments, admin_user, alice, client, h100, vision
+):
+    meter(
+        at(0),
+        workloads={(vision, "vision", "Deployment", "notebook", h100): workload(7200, 0, 7200)},
+    )
+    card = "/billing/teams/vision/workloads/vision/Deployment/notebook/"
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    client.force_login(alice)
+    run(range(1, 12))
+    page = client.get(card).content.decode()
+    assert 'id="idle-banner"' in page and "the idle policy acts at" in page
+    run(range(12, 17))
+    page = client.get(card).content.decode()
+    assert "Scaled to zero for being idle" in page and "Bring it back" in page
+    state = IdleState.objects.get(name="notebook")
+    response = client.post(f"/idle/states/{state.pk}/bring-back/", follow=True)
+    assert "Deployment notebook is back: 2 replica(s)." in response.content.decode()
+    assert 'id="idle-banner"' not in response.content.decode()
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2

@@ -455,7 +455,12 @@ def bring_back(state, *, by):
     if state.kind not in workloads.SCALABLE or state.acted_at is None:
         raise errors.IllegalTransition(f"{_name(state)} was not scaled to zero.")
     now = clock.now()
-    replicas = workloads.bring_back(state.kind, state.namespace, state.name)
+    try:
+        replicas = workloads.bring_back(state.kind, state.namespace, state.name)
+    except workloads.NotThere as exc:
+        raise errors.IllegalTransition(f"{exc}: there is nothing to bring back.") from None
+    except kube.ClusterError as exc:
+        raise errors.Unavailable(f"The cluster did not take it; try again. ({exc})") from None
     _close_open(state, now)
     words = f"{replicas} replica(s)" if replicas is not None else "its owner had scaled it up"
     _log(state, IdleAction.Kind.RESTORED, Mode.ACT, now, detail=f"Brought back by {by}: {words}.")

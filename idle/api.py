@@ -8,7 +8,7 @@ member their teams' rows; another team's policy is a 404.
 from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,7 +20,7 @@ from gpu_requests.api import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 from gpu_requests.models import MAX_TEXT_LENGTH, Flavor
 from idle import actions, showback
 from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
-from teams.api import Pagination
+from teams.api import ErrorSerializer, Pagination
 
 
 class Minutes(serializers.IntegerField):
@@ -281,10 +281,19 @@ class IdleStatesView(generics.ListAPIView):
 class BringBackView(APIView):
     @extend_schema(
         request=None,
-        responses={200: IdleStateSerializer, 403: ERROR_403, 404: ERROR_404, 409: ERROR_409},
+        responses={
+            200: IdleStateSerializer,
+            403: ERROR_403,
+            404: ERROR_404,
+            409: ERROR_409,
+            503: OpenApiResponse(
+                ErrorSerializer, description="The cluster did not answer; nothing changed."
+            ),
+        },
     )
     def post(self, request, pk):
         """Bring back a workload an idle action scaled to zero: the replicas it had."""
+        request.data  # noqa: B018 - a body, if sent, is parsed and refused as everywhere
         teams = quota_actions.teams_for(request.user)
         state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
         if state is None:

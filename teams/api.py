@@ -21,15 +21,14 @@ class ErrorSerializer(serializers.Serializer):
 
 def exception_handler(exc, context):
     """DRF's handler, plus the project's own errors in the same body shapes: an
-    action's error is a 403 or 409 with its `detail` (and the fields it adds),
+    action's error is its status (403, 409, 503) with its `detail` (and the fields it adds),
     a model's validation error a 400 naming the fields."""
     # Not at the top: rest_framework.views reads DEFAULT_PARSER_CLASSES, this
     # module's JSONParser, when it is imported.
     from rest_framework.views import exception_handler as drf_exception_handler
 
     if isinstance(exc, errors.ActionError):
-        code = status.HTTP_403_FORBIDDEN if isinstance(exc, errors.NotAllowed) else 409
-        return Response({"detail": str(exc), **exc.body()}, status=code)
+        return Response({"detail": str(exc), **exc.body()}, status=exc.status)
     if isinstance(exc, DjangoValidationError):
         if hasattr(exc, "error_dict"):
             exc = ValidationError(exc.message_dict)

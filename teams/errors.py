@@ -7,6 +7,8 @@ class ActionError(Exception):
 
     `body()` adds fields of its own to the API's `{"detail": ...}`."""
 
+    status = 409
+
     def body(self):
         return {}
 
@@ -17,3 +19,12 @@ class IllegalTransition(ActionError):
 
 class NotAllowed(ActionError):
     """The user may not do this (HTTP 403)."""
+
+    status = 403
+
+
+class Unavailable(ActionError):
+    """The cluster (or another service the action needs) did not answer or
+    refused; nothing was changed, try again (HTTP 503)."""
+
+    status = 503

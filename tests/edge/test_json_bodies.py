@@ -3,7 +3,9 @@ one with a JSON error, whatever the endpoint (taken from the OpenAPI schema,
 so a new endpoint is covered without touching this test)."""
 
 import pytest
+from django.utils import timezone
 
+from idle.models import IdleState
 from tests.api.conftest import client_for
 from tests.batch.conftest import allowlist, job_data, nightly  # noqa: F401 - fixtures
 from tests.factories import add_member, next_week, submit
@@ -33,6 +35,11 @@ def quota_request(vision, alice, admin_user, h100, allowlist, nightly):  # noqa:
     add_member(vision, admin_user, role="manager")
     response = client_for(alice).post("/api/v1/batch-jobs/", job_data(), format="json")
     assert response.status_code == 201, response.content
+    # A notebook the idle policy scaled to zero: "bring it back" is a POST too.
+    IdleState.objects.create(
+        team=vision, flavor=h100, namespace="vision", kind="Deployment", name="notebook",
+        gpus=1, seen_at=timezone.now(), acted_at=timezone.now(),
+    )  # fmt: skip
     return submit(vision, h100, alice, gpus=2, starts_at=next_week())
 
 

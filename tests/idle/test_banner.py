@@ -65,7 +65,12 @@ def test_bring_back_is_post_only_and_for_the_team(client, alice, bob, vision, h1
     assert client.get(f"/idle/states/{scaled.pk}/bring-back/").status_code == 405
     client.force_login(bob)
     assert client.post(f"/idle/states/{scaled.pk}/bring-back/").status_code == 404
-    assert client.post("/api/v1/idle-states/999999/bring-back/").status_code == 404
+    assert (
+        client.post(
+            "/api/v1/idle-states/999999/bring-back/", content_type="application/json"
+        ).status_code
+        == 404
+    )
 
 
 def test_a_manager_exempts_it_from_the_report_card(
@@ -99,3 +104,20 @@ def test_a_manager_exempts_it_from_the_report_card(
     exemption = Exemption.objects.get()
     assert (exemption.reason, exemption.created_by) == ("demo on Friday", carol)
     assert AuditEvent.objects.filter(action="idle_exempt", actor=carol).exists()
+
+
+def test_bring_back_without_a_cluster_is_a_503_and_changes_nothing(
+    client, alice, vision, h100, metered, settings
+):
+    settings.PORTAL_KUBECONFIG = ""  # nothing to talk to
+    scaled = state(vision, h100, announced_at=HOUR, action_due_at=HOUR, acted_at=HOUR)
+    client.force_login(alice)
+    response = client.post(
+        f"/api/v1/idle-states/{scaled.pk}/bring-back/", content_type="application/json"
+    )
+    assert response.status_code == 503
+    assert response.json()["detail"].startswith("The cluster did not take it; try again.")
+    assert IdleState.objects.filter(pk=scaled.pk, acted_at=HOUR).exists()  # still scaled down
+    page = client.post(f"/idle/states/{scaled.pk}/bring-back/", follow=True)
+    assert page.status_code == 200
+    assert "The cluster did not take it" in page.content.decode()

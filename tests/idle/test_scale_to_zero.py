@@ -69,7 +69,9 @@ def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     states = client.get("/api/v1/idle-states/").json()["results"]
     state = next(s for s in states if s["name"] == "notebook")
     assert state["acted_at"] is not None
-    response = client.post(f"/api/v1/idle-states/{state['id']}/bring-back/")
+    response = client.post(
+        f"/api/v1/idle-states/{state['id']}/bring-back/", content_type="application/json"
+    )
     assert response.status_code == 200, response.json()
     assert response.json()["replicas"] == 2
     notebook = deployments.get("Deployment", "notebook", "vision")
@@ -79,7 +81,9 @@ def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
     assert scaled.ended_at is not None and scaled.gpu_seconds > 0
     assert IdleAction.objects.filter(workload_name="notebook", kind="restored").exists()
-    again = client.post(f"/api/v1/idle-states/{state['id']}/bring-back/")
+    again = client.post(
+        f"/api/v1/idle-states/{state['id']}/bring-back/", content_type="application/json"
+    )
     assert again.status_code == 404
     (saving,) = client.get("/api/v1/idle-savings/?month=2026-11").json()
     # 2 GPUs from the scale-down to "Bring it back" (real time since the history's).

@@ -24,7 +24,7 @@ from cluster.models import DraAllocation
 from tests.batch.test_cluster import submit
 from tests.billing.promserver import require_prometheus, running_prometheus
 from tests.dra import objects
-from tests.dra.test_batch import dra_setup  # noqa: F401 (fixture)
+from tests.dra.test_batch import dra_setup, spot_allowed  # noqa: F401 (fixtures)
 from tests.dra.test_cluster import (  # noqa: F401 (fixture)
     REAL,
     allocation,

@@ -32,6 +32,7 @@ from batch import actions as batch_actions
 from batch.models import ImageRule
 from billing import actions as billing_actions
 from gpu_requests import actions
+from idle.models import IdleState
 from notifications import actions as hook_actions
 from tests.billing.ledger import meter, workload
 from tests.factories import TeamFactory, UserFactory, next_week, submit
@@ -392,8 +393,21 @@ def world(admin_user, alice, carol, bob, charlie, vision, nlp, h100, a100, setti
         workloads={
             (vision, "vision", "Job", "train", h100): workload(3600, 1800, 1800, mean=0.4),
             (vision, "vision", "a/b", "=cmd|' /C calc'!A0", h100): workload(3600, 0, 3600),
+            (vision, "vision", "Deployment", "notebook", h100): workload(3600, 0, 3600),
+            (vision, "vision", "Deployment", "server", h100): workload(3600, 0, 3600),
         },
     )
+    # Idle: a notebook scaled to zero ("Bring it back") and a server announced
+    # ("Exempt it…", for its managers).
+    idle = {"team": vision, "flavor": h100, "namespace": "vision", "kind": "Deployment"}
+    IdleState.objects.create(
+        **idle, name="notebook", gpus=1, seen_at=hour, idle_since=hour, announced_at=hour,
+        action_due_at=hour, acted_at=hour,
+    )  # fmt: skip
+    IdleState.objects.create(
+        **idle, name="server", gpus=1, seen_at=hour, idle_since=hour, announced_at=hour,
+        action_due_at=hour + timedelta(days=1),
+    )  # fmt: skip
     hook_actions.set_webhook(vision, "http://127.0.0.1:9/hook", by=carol)
     hook_actions.set_webhook(None, "http://127.0.0.1:9/admins", by=admin_user)
     hook_actions.send_test(vision, by=carol)

@@ -279,8 +279,8 @@ def replica_set_diff(rs: dict, pods: list[dict]) -> tuple[int, list[dict]]:
 def replica_set_status(rs: dict, pods: list[dict]) -> dict:
     """ReplicaSetStatus (replicas is not omitempty; the rest are)."""
     active, ready = _counts(pods)
-    selector = selector_from_label_selector({"matchLabels": (rs["spec"]["template"].get(
-        "metadata") or {}).get("labels") or {}})  # fmt: skip
+    template_labels = (rs["spec"]["template"].get("metadata") or {}).get("labels") or {}
+    selector = selector_from_label_selector({"matchLabels": template_labels})
     labelled = [p for p in pods if is_active(p) and labels_match(selector, p["metadata"]["labels"])]
     status = {
         "replicas": active,

@@ -31,6 +31,7 @@ from kubesim.resources import APPS, RESOURCES, omit_zero_job_counts
 
 log = logging.getLogger(__name__)
 
+MANAGER = "kube-controller-manager"  # the field manager of the controllers' own writes
 TICK = 0.1  # seconds of real time between syncs
 FULL_RESYNC = 2.0  # real seconds between full scheduler retries of pending pods
 CREATE_BACKOFF = (0.5, 10.0)  # real seconds: first and longest wait after a FailedCreate
@@ -394,12 +395,13 @@ class ControlPlane:
             hash_ = apps.template_hash(deployment["spec"]["template"], collisions)
             wanted = apps.new_replica_set(deployment, hash_, revision)
             wanted["spec"]["replicas"] = 0
-            new = self.store.create("replicasets", namespace, wanted)
+            new = self.store.create("replicasets", namespace, wanted, field_manager=MANAGER)
         if _annotation(deployment, apps.REVISION) != _annotation(new, apps.REVISION):
             annotations = {**(deployment["metadata"].get("annotations") or {})}
             annotations[apps.REVISION] = _annotation(new, apps.REVISION)
             meta = {**deployment["metadata"], "annotations": annotations}
-            self.store.update("deployments", namespace, {**deployment, "metadata": meta})
+            updated = {**deployment, "metadata": meta}
+            self.store.update("deployments", namespace, updated, field_manager=MANAGER)
         for rs in owned + ([new] if new not in owned else []):
             is_new = rs["metadata"]["uid"] == new["metadata"]["uid"]
             self._scale_replica_set(deployment, rs, deployment["spec"]["replicas"] if is_new else 0)
@@ -414,8 +416,9 @@ class ControlPlane:
             return
         meta = {**rs["metadata"], "annotations": annotations}
         spec = {**rs["spec"], "replicas": replicas}
-        self.store.update("replicasets", rs["metadata"]["namespace"], {
-            **rs, "metadata": meta, "spec": spec})  # fmt: skip
+        namespace = rs["metadata"]["namespace"]
+        replica_set = {**rs, "metadata": meta, "spec": spec}
+        self.store.update("replicasets", namespace, replica_set, field_manager=MANAGER)
         if before != replicas:
             way = "up" if replicas > before else "down"
             message = (
@@ -443,8 +446,8 @@ class ControlPlane:
             self._ignore_missing(self.store.delete, "pods", namespace, name)
             message = f"Deleted pod: {name}"
             self.event(rs, "Normal", "SuccessfulDelete", message, "replicaset-controller")
-        status = apps.replica_set_status(rs, apps.owned_pods(rs, self.store.list_refs(
-            "pods", namespace)[0]))  # fmt: skip
+        owned = apps.owned_pods(rs, self.store.list_refs("pods", namespace)[0])
+        status = apps.replica_set_status(rs, owned)
         if status != (rs.get("status") or {}):
             self._write_status("replicasets", {**rs, "status": status})
 
@@ -475,8 +478,8 @@ class ControlPlane:
         try:
             self.store.create("pods", owner["metadata"]["namespace"], pod)
         except ApiError as error:
-            self.event(owner, "Warning", "FailedCreate", f"Error creating: {error.message}",
-                       component)  # fmt: skip
+            message = f"Error creating: {error.message}"
+            self.event(owner, "Warning", "FailedCreate", message, component)
             low, high = CREATE_BACKOFF
             wait = min(high, wait * 2) if wait else low
             self._create_backoff[uid] = (time.monotonic() + wait, wait)

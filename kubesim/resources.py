@@ -96,7 +96,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("deploy",),
             ("status",),
             categories=("all",),
-        ),  # fmt: skip
+        ),
         ResourceType(
             "replicasets",
             "ReplicaSet",
@@ -106,7 +106,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("rs",),
             ("status",),
             categories=("all",),
-        ),  # fmt: skip
+        ),
         ResourceType(
             "statefulsets",
             "StatefulSet",
@@ -116,7 +116,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("sts",),
             ("status",),
             categories=("all",),
-        ),  # fmt: skip
+        ),
         ResourceType("roles", "Role", RBAC, "v1", True),
         ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),
         ResourceType("clusterroles", "ClusterRole", RBAC, "v1", False),

@@ -1,8 +1,8 @@
 """A notebook Deployment idle under a 10-minute policy with a 5-minute grace
 (the history in Prometheus, stepped minute by minute) is announced, scaled to
-zero on the real API server with its replicas kept, and brought back from the
-API; an exempt one (by its annotation) and one active in its grace are left
-alone. kubesim serves no apps/v1, so this runs on the real control plane."""
+zero with its replicas kept (its ReplicaSet's pods go), and brought back from
+the API (they come back); an exempt one (by its annotation) and one active in
+its grace are left alone. On kubesim and on the real API server alike."""
 
 from datetime import timedelta
 
@@ -14,8 +14,7 @@ from idle.models import IdleAction, IdleState
 from idle.workloads import EXEMPT_UNTIL, PREVIOUS_REPLICAS
 from tests.billing.ledger import meter, workload
 from tests.idle.conftest import at, log, run
-
-pytestmark = pytest.mark.kubernetes_only("kubesim does not serve Deployments (apps/v1)")
+from tests.waiting import wait_for
 
 
 def deployment(name, replicas, annotations=None):
@@ -46,13 +45,32 @@ def deployments(cluster):
     return cluster
 
 
+def live_pods(cluster, deployment):
+    """The Deployment's pods not being deleted, found through the ownerReferences
+    chain Deployment -> ReplicaSet -> Pod, as the controllers set it."""
+    uid = cluster.get("Deployment", deployment, "vision")["metadata"]["uid"]
+    replica_sets = {
+        rs["metadata"]["uid"]
+        for rs in cluster.call("GET", "/apis/apps/v1/namespaces/vision/replicasets")["items"]
+        if any(r["uid"] == uid and r.get("controller") for r in rs["metadata"]["ownerReferences"])
+    }
+    return [
+        pod["metadata"]["name"]
+        for pod in cluster.list("Pod", namespace="vision")
+        if not pod["metadata"].get("deletionTimestamp")
+        and any(r["uid"] in replica_sets for r in pod["metadata"].get("ownerReferences") or ())
+    ]
+
+
 def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     prometheus, deployments, admin_user, alice, client, h100, vision
 ):
     actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    assert len(wait_for(lambda: live_pods(deployments, "notebook"), timeout=60)) == 2
     run(range(1, 17))
     notebook = deployments.get("Deployment", "notebook", "vision")
     assert notebook["spec"]["replicas"] == 0
+    wait_for(lambda: not live_pods(deployments, "notebook"), timeout=60)
     assert notebook["metadata"]["annotations"][PREVIOUS_REPLICAS] == "2"
     assert deployments.get("Deployment", "infer", "vision")["spec"]["replicas"] == 1
     rows = [row for row in log() if row[1] in ("notebook", "infer")]
@@ -75,6 +93,7 @@ def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     notebook = deployments.get("Deployment", "notebook", "vision")
     assert notebook["spec"]["replicas"] == 2
     assert PREVIOUS_REPLICAS not in (notebook["metadata"].get("annotations") or {})
+    wait_for(lambda: len(live_pods(deployments, "notebook")) == 2, timeout=60)
     assert not IdleState.objects.filter(name="notebook").exists()
     scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
     assert scaled.ended_at is not None and scaled.gpu_seconds > 0

@@ -4,9 +4,11 @@ zero with its replicas kept (its ReplicaSet's pods go), and brought back from
 the API (they come back); an exempt one (by its annotation) and one active in
 its grace are left alone. On kubesim and on the real API server alike."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from idle import actions
@@ -146,3 +148,32 @@ def test_the_report_card_shows_the_notice_and_brings_it_back(
     assert "Deployment notebook is back: 2 replica(s)." in response.content.decode()
     assert 'id="idle-banner"' not in response.content.decode()
     assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+
+
+@pytest.mark.kubesim_only("it slows the PATCH down with kubesim's fault injection")
+def test_the_scale_down_is_made_after_the_decision_is_committed(
+    transactional_db, prometheus, backend, deployments, admin_user, h100, vision
+):
+    """The decision (the state's `acted_at`) is committed before the PATCH, which
+    runs with no row locked; its outcome is recorded after it."""
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    run(range(1, 16))
+    backend.faults(latency_ms=3000, methods=["PATCH"], paths="/deployments/notebook$")
+    evaluation = threading.Thread(target=lambda: (run([16]), connection.close()))
+    evaluation.start()
+    try:
+        decided = wait_for(
+            lambda: IdleState.objects.filter(name="notebook", acted_at=at(16)).exists(),
+            timeout=10,
+        )
+        assert decided
+        # While the PATCH is on its way: no row locked, nothing scaled, no outcome yet.
+        with transaction.atomic():
+            IdleState.objects.select_for_update(nowait=True).get(name="notebook")
+        assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+        assert not IdleAction.objects.filter(workload_name="notebook", kind="scaled_to_zero")
+    finally:
+        evaluation.join(timeout=30)
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 0
+    scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
+    assert scaled.at == at(16) and scaled.detail.startswith("Scaled to zero from 2 replica(s)")

@@ -162,6 +162,7 @@ def deployment_status(deployment: dict, replica_sets: list[dict], new: dict | No
         "readyReplicas": sum(s.get("readyReplicas", 0) for s in statuses),
         "availableReplicas": available,
         "unavailableReplicas": max(0, spec["replicas"] - available),
+        "terminatingReplicas": sum(s.get("terminatingReplicas", 0) for s in statuses),
     }
     minimum = spec["replicas"] - _max_unavailable(deployment)
     ok = available >= minimum
@@ -276,8 +277,19 @@ def replica_set_diff(rs: dict, pods: list[dict]) -> tuple[int, list[dict]]:
     return 0, sorted(active, key=_deletion_rank)[:-diff]
 
 
+def terminating(pods: list[dict]) -> int:
+    """Pods being deleted and not finished (DeploymentReplicaSetTerminatingReplicas)."""
+    return sum(
+        1
+        for p in pods
+        if p["metadata"].get("deletionTimestamp")
+        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    )
+
+
 def replica_set_status(rs: dict, pods: list[dict]) -> dict:
-    """ReplicaSetStatus (replicas is not omitempty; the rest are)."""
+    """ReplicaSetStatus (replicas is not omitempty; the counters are, but not
+    terminatingReplicas, a pointer)."""
     active, ready = _counts(pods)
     template_labels = (rs["spec"]["template"].get("metadata") or {}).get("labels") or {}
     selector = selector_from_label_selector({"matchLabels": template_labels})
@@ -287,6 +299,7 @@ def replica_set_status(rs: dict, pods: list[dict]) -> dict:
         "fullyLabeledReplicas": len(labelled),
         "readyReplicas": ready,
         "availableReplicas": ready,
+        "terminatingReplicas": terminating(pods),
         "observedGeneration": rs["metadata"].get("generation", 1),
     }
     return _omit_zero(status, ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"))

@@ -394,8 +394,9 @@ class ControlPlane:
             collisions = (deployment.get("status") or {}).get("collisionCount", 0)
             hash_ = apps.template_hash(deployment["spec"]["template"], collisions)
             wanted = apps.new_replica_set(deployment, hash_, revision)
-            wanted["spec"]["replicas"] = 0
             new = self.store.create("replicasets", namespace, wanted, field_manager=MANAGER)
+            if new["spec"]["replicas"]:
+                self._scaled_event(deployment, new, 0)
         if _annotation(deployment, apps.REVISION) != _annotation(new, apps.REVISION):
             annotations = {**(deployment["metadata"].get("annotations") or {})}
             annotations[apps.REVISION] = _annotation(new, apps.REVISION)
@@ -420,11 +421,13 @@ class ControlPlane:
         replica_set = {**rs, "metadata": meta, "spec": spec}
         self.store.update("replicasets", namespace, replica_set, field_manager=MANAGER)
         if before != replicas:
-            way = "up" if replicas > before else "down"
-            message = (
-                f"Scaled {way} replica set {rs['metadata']['name']} from {before} to {replicas}"
-            )
-            self.event(deployment, "Normal", "ScalingReplicaSet", message, "deployment-controller")
+            self._scaled_event(deployment, {**rs, "spec": spec}, before)
+
+    def _scaled_event(self, deployment: dict, rs: dict, before: int) -> None:
+        replicas = rs["spec"]["replicas"]
+        way = "up" if replicas > before else "down"
+        message = f"Scaled {way} replica set {rs['metadata']['name']} from {before} to {replicas}"
+        self.event(deployment, "Normal", "ScalingReplicaSet", message, "deployment-controller")
 
     def _deployment_status(self, deployment: dict) -> None:
         owned = self._owned_replica_sets(deployment)

@@ -68,7 +68,7 @@ def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     prometheus, deployments, admin_user, alice, client, h100, vision
 ):
     actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
-    assert len(wait_for(lambda: live_pods(deployments, "notebook"), timeout=60)) == 2
+    wait_for(lambda: len(live_pods(deployments, "notebook")) == 2, timeout=60)
     run(range(1, 17))
     notebook = deployments.get("Deployment", "notebook", "vision")
     assert notebook["spec"]["replicas"] == 0

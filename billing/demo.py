@@ -303,7 +303,8 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable, *, scrap
     in the background once they are up (a function of the console's `say`), or None).
     `scrape` and `source` name other exporters than kubesim's (the real control plane)."""
     var_dir = Path(var_dir)
-    # DEMO_PROMETHEUS=off runs the demo without metering (the runner's own tests).
+    # DEMO_PROMETHEUS=off runs the demo without metering (the runner's own tests),
+    # =live with Prometheus scraping but no history loaded.
     binary = shutil.which("prometheus") if os.environ.get("DEMO_PROMETHEUS") != "off" else None
     if binary is None:
         return (
@@ -345,7 +346,11 @@ def plan(var_dir, kubesim_port, prometheus_port, python=sys.executable, *, scrap
         f"            (GF_PATHS_PROVISIONING={provisioning} grafana server; docs/billing.md)"
     )
     background = None
-    if (var_dir / HISTORY_LOADED).exists():
+    if os.environ.get("DEMO_PROMETHEUS") == "live":
+        # Live samples only (the demo runner's idle test): no history to wait for.
+        lines.append("            live samples only (DEMO_PROMETHEUS=live): no demo history")
+        env["PORTAL_BILLING_BACKFILL_HOURS"] = "1"
+    elif (var_dir / HISTORY_LOADED).exists():
         hold.unlink(missing_ok=True)  # left by a run stopped while it loaded
         lines.append(f"            history and live samples kept in {data} (make clean drops them)")
     elif not _history_supported(python):

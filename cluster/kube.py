@@ -41,7 +41,7 @@ KINDS = {
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "Job": ("/apis/batch/v1", "jobs", True),
-    # Scaled to zero by idle policies (not served by kubesim: 404).
+    # Scaled to zero by idle policies.
     "Deployment": ("/apis/apps/v1", "deployments", True),
     "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
     "Event": ("/api/v1", "events", True),

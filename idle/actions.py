@@ -167,6 +167,10 @@ class Evaluation:
     announced: list = field(default_factory=list)
     withdrawn: list = field(default_factory=list)
     acted: list = field(default_factory=list)
+    # For after the transaction: workloads whose exemption annotation is to be read
+    # ((namespace, kind, name)), states whose scale-to-zero was decided.
+    to_check: list = field(default_factory=list)
+    to_scale: list = field(default_factory=list)
 
 
 def evaluate(now=None):
@@ -179,10 +183,32 @@ def evaluate(now=None):
     return apply_observations(observed, flavors, now)
 
 
-@transaction.atomic
 def apply_observations(observed, flavors, now):
-    """The database half of `evaluate`: `observed` ({key: evaluation.Workload}) as of
-    `now` against the policies, states and exemptions."""
+    """`observed` ({key: evaluation.Workload}) as of `now` against the policies,
+    states and exemptions. The cluster is never called inside the transaction that
+    decides: when a workload about to be announced or acted on needs its exemption
+    annotation, that transaction is rolled back, the annotations are read (one GET
+    each) and the minute is decided again with them; a scale-to-zero decided is
+    committed first (its state's `acted_at`), then made, then its outcome recorded."""
+    result = _decide(observed, flavors, now, annotations=None)
+    if result.to_check:
+        annotations = {
+            key: workloads.exempt_until(key[1], key[0], key[2]) for key in result.to_check
+        }
+        result = _decide(observed, flavors, now, annotations=annotations)
+    for state in result.to_scale:
+        _scale_to_zero(state, now)
+    return result
+
+
+@transaction.atomic
+def _decide(observed, flavors, now, *, annotations):
+    """The database half, with the exemption annotations read ({key: time or
+    None}). None: none read yet, and if one is needed, everything is rolled back
+    (the caller reads them and comes again); a step needing one not in the dict
+    (a workload newly due meanwhile) waits for the next minute."""
+    first = annotations is None
+    annotations = annotations or {}
     result = Evaluation(workloads=len(observed))
     threshold = float(settings.PORTAL_BILLING_IDLE_THRESHOLD)
     teams = {namespace_of(team.slug): team for team in Team.objects.filter(archived_at=None)}
@@ -216,12 +242,15 @@ def apply_observations(observed, flavors, now):
         if policy is None or key in exempt:
             _active_again(state, now, result, "it is exempt", idle=True)
         else:
-            _step(state, policy, now, result)
+            _step(state, policy, now, result, annotations)
         if state.pk is None:
             created.append(state)
         elif _fields(state) != before:
             state.seen_at = now
             state.save()
+    if first and result.to_check:
+        transaction.set_rollback(True)
+        return result
     IdleState.objects.bulk_create(created)  # one INSERT for the newly idle
     # Workloads no longer holding GPUs: those acted on stay (a scale-down is
     # undone by "Bring it back"), the rest are forgotten.
@@ -236,26 +265,29 @@ def _fields(state):
     return (state.gpus, state.idle_since, state.announced_at, state.action_due_at, state.acted_at)
 
 
-def _step(state, policy, now, result):
+def _step(state, policy, now, result, annotations):
     if state.announced_at is None:
         if now - state.idle_since < timedelta(minutes=policy.idle_minutes):
             return
-        if _annotated_exempt(state, now):
-            return
+        if _annotated_exempt(state, now, annotations, result) is not False:
+            return  # exempt, or not known yet
         state.announced_at = now
         state.action_due_at = now + timedelta(minutes=policy.grace_minutes)
         _log(state, IdleAction.Kind.ANNOUNCED, policy.mode, now)
         _notice(state, "idle_announced", _announce_title(state, policy), now)
         result.announced.append(state)
     if state.acted_at is None and now >= state.action_due_at:
-        if _annotated_exempt(state, now):
+        exempt = _annotated_exempt(state, now, annotations, result)
+        if exempt is None:
+            return  # read after this transaction
+        if exempt:
             _active_again(state, now, result, "it is exempt", idle=True)
             return
         state.acted_at = now
         if policy.mode == Mode.REPORT:
             _log(state, IdleAction.Kind.WOULD_ACT, Mode.REPORT, now, detail=_would(state))
         else:
-            _act(state, now)
+            _act(state, now, result)
         result.acted.append(state)
     elif (
         state.kind == "Pod"
@@ -324,14 +356,21 @@ def _would(state):
     return f"Would {_action_words(state.kind)}; {state.gpus} GPU(s) given back while it stays idle."
 
 
-def _annotated_exempt(state, now):
-    """The manager's annotation on the object (one GET, only when about to announce
-    or act, so a few a minute at most)."""
-    until = workloads.exempt_until(state.kind, state.namespace, state.name)
+def _annotated_exempt(state, now, annotations, result):
+    """Whether the manager's annotation on the object exempts it; None when it is
+    still to be read (one GET after the transaction, only when about to announce or
+    act, so a few a minute at most). Only Deployments and StatefulSets carry one."""
+    if state.kind not in workloads.SCALABLE:
+        return False
+    key = (state.namespace, state.kind, state.name)
+    if key not in annotations:
+        result.to_check.append(key)
+        return None
+    until = annotations[key]
     return until is not None and until > now
 
 
-def _act(state, now):
+def _act(state, now, result):
     if state.kind == "Pod":
         _remind(state, now)
         return
@@ -343,12 +382,26 @@ def _act(state, now):
             _notice(state, "idle_requeued", title, now, recipients=[job.created_by.email])
             return
     if state.kind in workloads.SCALABLE:
-        try:
-            previous = workloads.scale_to_zero(state.kind, state.namespace, state.name)
-        except (kube.ClusterError, workloads.NotThere) as exc:
-            # Tried again next minute; the log says why it has not happened.
-            state.acted_at = None
-            detail = str(exc)[:500]
+        result.to_scale.append(state)  # decided (acted_at): made after the commit
+        return
+    # Step 4 (the actions by kind) is not built yet: until it is, a policy in
+    # act mode logs what it would do, as report-only does.
+    _log(state, IdleAction.Kind.WOULD_ACT, Mode.ACT, now, detail=_would(state))
+
+
+def _scale_to_zero(state, now):
+    """Carry out a scale-to-zero decided and committed by `_decide`, then record
+    the outcome in a transaction of its own: the log row and the notice, or the
+    failure (logged once, not every minute) and the decision undone, so the next
+    minute tries again."""
+    try:
+        previous = workloads.scale_to_zero(state.kind, state.namespace, state.name)
+    except (kube.ClusterError, workloads.NotThere) as exc:
+        detail = str(exc)[:500]
+        with transaction.atomic():
+            IdleState.objects.filter(
+                namespace=state.namespace, kind=state.kind, name=state.name, acted_at=now
+            ).update(acted_at=None)
             last = (
                 IdleAction.objects.filter(
                     namespace=state.namespace, workload_kind=state.kind, workload_name=state.name
@@ -356,16 +409,13 @@ def _act(state, now):
                 .values_list("kind", "detail")
                 .first()
             )
-            if last != (IdleAction.Kind.FAILED, detail):  # once per failure, not every minute
+            if last != (IdleAction.Kind.FAILED, detail):
                 _log(state, IdleAction.Kind.FAILED, Mode.ACT, now, detail=detail)
-            return
-        detail = f"Scaled to zero from {previous} replica(s); Bring it back restores them."
+        return
+    detail = f"Scaled to zero from {previous} replica(s); Bring it back restores them."
+    with transaction.atomic():
         _log(state, IdleAction.Kind.SCALED_TO_ZERO, Mode.ACT, now, detail=detail)
         _notice(state, "idle_scaled_to_zero", f"{_name(state)} was scaled to zero (idle)", now)
-        return
-    # Step 4 (the actions by kind) is not built yet: until it is, a policy in
-    # act mode logs what it would do, as report-only does.
-    _log(state, IdleAction.Kind.WOULD_ACT, Mode.ACT, now, detail=_would(state))
 
 
 def _batch_job(state):

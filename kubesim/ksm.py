@@ -27,6 +27,7 @@ from kubesim.quota import is_extended
 S = "[STABLE] "  # kube-state-metrics prefixes the help of stable families
 FAMILIES = [
     Family("kube_job_owner", "gauge", S + "Information about the Job's owner."),
+    Family("kube_replicaset_owner", "gauge", S + "Information about the ReplicaSet's owner."),
     Family("kube_job_labels", "gauge", S + "Kubernetes labels converted to Prometheus labels."),
     Family("kube_job_info", "gauge", S + "Information about job."),
     Family(
@@ -280,12 +281,11 @@ def _condition_rows(family: str, base: tuple, status: str) -> list[tuple]:
     ]
 
 
-def job_rows(job: dict, allowlist: dict) -> list[tuple]:
-    meta, spec = job["metadata"], job.get("spec") or {}
-    status = job.get("status") or {}
-    base = (("namespace", meta["namespace"]), ("job_name", meta["name"]))
+def _owner_rows(family: str, base: tuple, meta: dict, none: str) -> list[tuple]:
+    """`kube_<kind>_owner`: one row per ownerReference; without any, one whose
+    owner labels are `none` ("" for Jobs, "<none>" for ReplicaSets, as KSM says)."""
+    owners = meta.get("ownerReferences") or [{"kind": none, "name": none, "controller": none}]
     rows = []
-    owners = meta.get("ownerReferences") or [{"kind": "", "name": "", "controller": ""}]
     for owner in owners:
         is_controller = owner.get("controller")
         flag = is_controller if isinstance(is_controller, str) else str(bool(is_controller)).lower()
@@ -293,7 +293,22 @@ def job_rows(job: dict, allowlist: dict) -> list[tuple]:
             ("owner_kind", owner.get("kind", "")),
             ("owner_name", owner.get("name", "")),
         )
-        rows.append(("kube_job_owner", base + owner_labels + (("owner_is_controller", flag),), 1))
+        rows.append((family, base + owner_labels + (("owner_is_controller", flag),), 1))
+    return rows
+
+
+def replica_set_rows(rs: dict, allowlist: dict) -> list[tuple]:
+    """internal/store/replicaset.go's owner family (what idle policies read)."""
+    meta = rs["metadata"]
+    base = (("namespace", meta["namespace"]), ("replicaset", meta["name"]))
+    return _owner_rows("kube_replicaset_owner", base, meta, "<none>")
+
+
+def job_rows(job: dict, allowlist: dict) -> list[tuple]:
+    meta, spec = job["metadata"], job.get("spec") or {}
+    status = job.get("status") or {}
+    base = (("namespace", meta["namespace"]), ("job_name", meta["name"]))
+    rows = _owner_rows("kube_job_owner", base, meta, "")
     allowed = allowlist.get("jobs")
     if allowed:
         labels = tuple(_label_rows("label", meta.get("labels") or {}, allowed))
@@ -413,6 +428,7 @@ ROWS_BY_RESOURCE = {
     "namespaces": namespace_rows,
     "nodes": node_rows,
     "pods": pod_rows,
+    "replicasets": replica_set_rows,
     "resourcequotas": quota_rows,
 }
 

@@ -363,7 +363,9 @@ def apply_config(live: dict | None, config: dict, manager: str, *, force: bool):
     owners[(manager, "Apply")] = applied
     still_owned = set().union(*owners.values()) if owners else set()
     for path in previous - applied:
-        if path not in still_owned:
+        # A released leaf that is now the parent of owned fields (`annotations: {}`
+        # applied before, `annotations: {a: b}` now) stays, as in structured-merge-diff.
+        if not any(p[: len(path)] == path for p in still_owned):
             remove_path(merged, path)
     _drop_orphan_items(merged, previous - applied, still_owned)
     return merged, {owner: paths for owner, paths in owners.items() if paths}

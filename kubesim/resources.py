@@ -48,6 +48,7 @@ class ResourceType:
 
 
 RBAC = "rbac.authorization.k8s.io"
+APPS = ["deployments", "replicasets", "statefulsets"]
 RESOURCES: dict[str, ResourceType] = {
     r.plural: r
     for r in [
@@ -86,6 +87,36 @@ RESOURCES: dict[str, ResourceType] = {
         ),
         ResourceType("limitranges", "LimitRange", "", "v1", True, ("limits",)),
         ResourceType("jobs", "Job", "batch", "v1", True, (), ("status",), categories=("all",)),
+        ResourceType(
+            "deployments",
+            "Deployment",
+            "apps",
+            "v1",
+            True,
+            ("deploy",),
+            ("status",),
+            categories=("all",),
+        ),
+        ResourceType(
+            "replicasets",
+            "ReplicaSet",
+            "apps",
+            "v1",
+            True,
+            ("rs",),
+            ("status",),
+            categories=("all",),
+        ),
+        ResourceType(
+            "statefulsets",
+            "StatefulSet",
+            "apps",
+            "v1",
+            True,
+            ("sts",),
+            ("status",),
+            categories=("all",),
+        ),
         ResourceType("roles", "Role", RBAC, "v1", True),
         ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),
         ResourceType("clusterroles", "ClusterRole", RBAC, "v1", False),
@@ -306,9 +337,59 @@ def default_network_policy(obj: dict) -> None:
         spec["policyTypes"] = types
 
 
+def _default_template(spec: dict) -> None:
+    template = spec.setdefault("template", {})
+    if isinstance(template, dict):
+        template.setdefault("metadata", {})
+        default_pod_spec(template.setdefault("spec", {}), template=True)
+
+
+def default_deployment(obj: dict) -> None:
+    """pkg/apis/apps/v1/defaults.go SetDefaults_Deployment."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _default_template(spec)
+    obj.setdefault("status", {})
+
+
+def default_replica_set(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    _default_template(spec)
+    obj.setdefault("status", {"replicas": 0})
+
+
+def default_stateful_set(obj: dict) -> None:
+    """SetDefaults_StatefulSet."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault(
+        "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    )
+    _default_template(spec)
+    obj.setdefault("status", {"replicas": 0, "availableReplicas": 0})
+
+
 DEFAULTERS = {
     "pods": default_pod,
     "jobs": default_job,
+    "deployments": default_deployment,
+    "replicasets": default_replica_set,
+    "statefulsets": default_stateful_set,
     "namespaces": default_namespace,
     "resourcequotas": default_quota,
     "nodes": default_node,
@@ -349,7 +430,7 @@ def normalize_quantities(resource: str, obj: dict) -> None:
     may send `nvidia.com/gpu: 1`; the typed Python models only accept strings)."""
     if resource == "pods":
         _normalize_containers(obj.get("spec"))
-    elif resource == "jobs":
+    elif resource in ("jobs", "deployments", "replicasets", "statefulsets"):
         _normalize_containers(((obj.get("spec") or {}).get("template") or {}).get("spec"))
     elif resource == "resourcequotas":
         _stringify((obj.get("spec") or {}).get("hard"))
@@ -386,6 +467,11 @@ def builtin_cluster_roles() -> list[dict]:
         {"apiGroups": [""], "resources": core + ["namespaces"], "verbs": READ_VERBS},
         {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": READ_VERBS},
         {
+            "apiGroups": ["apps"],
+            "resources": APPS + [f"{r}/status" for r in APPS],
+            "verbs": READ_VERBS,
+        },
+        {
             "apiGroups": ["networking.k8s.io"],
             "resources": ["networkpolicies"],
             "verbs": READ_VERBS,
@@ -394,6 +480,7 @@ def builtin_cluster_roles() -> list[dict]:
     edit_rules = [
         {"apiGroups": [""], "resources": ["pods"], "verbs": write},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": write},
+        {"apiGroups": ["apps"], "resources": APPS, "verbs": write},
         {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": write},
         *view_rules,
     ]

@@ -30,7 +30,7 @@ copy_json = patching.copy_json
 
 SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Kinds whose spec changes bump metadata.generation.
-GENERATION_KINDS = {"jobs", "pods", "networkpolicies"}
+GENERATION_KINDS = {"jobs", "pods", "networkpolicies", "deployments", "replicasets", "statefulsets"}
 # Kinds whose /status subresource owns .status: a PUT of the main resource keeps it.
 STATUS_SUBRESOURCE = {r.plural for r in RESOURCES.values() if "status" in r.subresources}
 # Generated name suffixes use the apiserver's alphabet (no vowels, no look-alikes).

@@ -13,6 +13,7 @@ from . import quantity
 from .errors import BadRequest, FieldError, Invalid, TypedPatchError
 from .quota import is_extended
 from .resources import ResourceType
+from .selectors import labels_match, selector_from_label_selector
 
 SCHEMA_VERSION = "v1.37.0"
 
@@ -325,6 +326,30 @@ def _job_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
+def _workload_errors(obj: dict) -> list[FieldError]:
+    """ValidateDeploymentSpec / ValidateReplicaSetSpec / ValidateStatefulSetSpec: a
+    selector that picks the template's own labels, replicas not negative."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not spec.get("template"):
+        return [FieldError("Required", "spec.template")]
+    errors = _pod_spec_errors("spec.template.spec", spec["template"].get("spec"))
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        detail = "must be greater than or equal to 0"
+        errors.append(FieldError("Invalid", "spec.replicas", replicas, detail))
+    selector = spec.get("selector")
+    if not isinstance(selector, dict):
+        return errors + [FieldError("Required", "spec.selector")]
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        detail = f"empty selector is invalid for {obj.get('kind', '').lower()}"
+        return errors + [FieldError("Invalid", "spec.selector", selector, detail)]
+    labels = (spec["template"].get("metadata") or {}).get("labels") or {}
+    if not labels_match(selector_from_label_selector(selector), labels):
+        detail = "`selector` does not match template `labels`"
+        errors.append(FieldError("Invalid", "spec.template.metadata.labels", labels, detail))
+    return errors
+
+
 def _role_errors(obj: dict) -> list[FieldError]:
     errors = []
     for index, rule in enumerate(obj.get("rules") or []):
@@ -414,6 +439,9 @@ def _event_errors(obj: dict) -> list[FieldError]:
 RULES = {
     "pods": lambda obj: _pod_spec_errors("spec", obj.get("spec")),
     "jobs": _job_errors,
+    "deployments": _workload_errors,
+    "replicasets": _workload_errors,
+    "statefulsets": _workload_errors,
     "roles": _role_errors,
     "clusterroles": _role_errors,
     "rolebindings": _role_binding_errors,
@@ -450,6 +478,12 @@ def _immutable_errors(rtype: ResourceType, new: dict, old: dict) -> list[FieldEr
         ):
             errors.append(
                 FieldError("Invalid", "spec.template", new_template, "field is immutable")
+            )
+    elif rtype.plural in ("deployments", "replicasets", "statefulsets"):
+        new_selector = (new.get("spec") or {}).get("selector")
+        if new_selector != (old.get("spec") or {}).get("selector"):
+            errors.append(
+                FieldError("Invalid", "spec.selector", new_selector, "field is immutable")
             )
     elif rtype.plural in ("rolebindings", "clusterrolebindings") and new.get("roleRef") != old.get(
         "roleRef"

@@ -32,6 +32,7 @@ KUBECTL = BASE_DIR / ".venv/bin/kubectl"
 # A process that keeps dying is restarted after 1, 2, 4 ... 30 s; one that
 # stayed up this long counts as healthy again.
 MAX_RESTART_DELAY = 30
+IDLE_RESOURCE = "nvidia.com/mig-3g.40gb"  # in vision's quota: the idle notebook may start
 HEALTHY_AFTER = 60
 
 
@@ -195,10 +196,13 @@ class Cluster:
             f"http://127.0.0.1:{KUBESIM_PORT}/_sim/clock"
         )
 
-    def run_dra_example(self, say, timeout=300):
-        """Apply vision's DRA example once the worker has put the class's key in the
-        team's quota: the real scheduler allocates an H100 of the DRA pool to it."""
+    def run_dra_example(self, say):
+        """vision's DRA example: the real scheduler allocates an H100 of the DRA pool."""
         key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+        self.apply_with_quota(self.dra_example, key, "DRA example", say)
+
+    def apply_with_quota(self, manifest, key, what, say, timeout=300):
+        """Apply vision's `manifest` once the worker has put `key` in the team's quota."""
         kubectl = [str(KUBECTL), "--kubeconfig", str(self.kubeconfig)]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -208,12 +212,12 @@ class Cluster:
             )  # fmt: skip
             if quota.returncode == 0 and key in quota.stdout:
                 applied = subprocess.run(
-                    [*kubectl, "apply", "-f", str(self.dra_example)], capture_output=True, text=True
+                    [*kubectl, "apply", "-f", str(manifest)], capture_output=True, text=True
                 )
-                say(f"DRA example for vision: {(applied.stdout or applied.stderr).strip()}")
+                say(f"{what} for vision: {(applied.stdout or applied.stderr).strip()}")
                 return
             time.sleep(2)
-        say("DRA example for vision not applied: the team's quota never listed the DRA class")
+        say(f"{what} for vision not applied: the team's quota never listed {key}")
 
 
 def main():
@@ -243,6 +247,8 @@ def main():
     manage("seed_batch", PORTAL_CLOCK="real")
     if cluster.dra_example:
         manage("seed_dra", "--example", str(cluster.dra_example))
+    idle_notebook = VAR_DIR / "idle-notebook.yaml"
+    manage("seed_idle", "--notebook", str(idle_notebook))
 
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     services = [
@@ -282,6 +288,9 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   Batch       a window opens a few minutes from now: http://127.0.0.1:{WEB_PORT}/batch/
               {KUBECTL} --kubeconfig {cluster.kubeconfig} get jobs -A
               {cluster.batch_hint}
+  Idle        vision's notebook holds a MIG slice it never uses: announced within ~2 min,
+              scaled to zero 2 min later (idle policy on a100-3g40; needs Prometheus)
+              http://127.0.0.1:{WEB_PORT}/billing/teams/vision/workloads/vision/Deployment/notebook/
   Logs        {VAR_DIR}/{{web,worker,beat,{cluster.service.name}}}.log
 {chr(10).join(billing_lines)}
 
@@ -292,6 +301,11 @@ Press Ctrl-C to stop.
         )
         if cluster.dra_example:
             threading.Thread(target=cluster.run_dra_example, args=(say,), daemon=True).start()
+        threading.Thread(
+            target=cluster.apply_with_quota,
+            args=(idle_notebook, IDLE_RESOURCE, "Idle notebook", say),
+            daemon=True,
+        ).start()
         if billing_background is not None:
             # The portal answers meanwhile; the thread ends with the demo.
             threading.Thread(target=billing_background, args=(say,), daemon=True).start()

@@ -1,5 +1,7 @@
 """`make demo`'s runner: a process that dies is started again, with a line
-saying which and why; Ctrl-C still stops everything."""
+saying which and why; Ctrl-C still stops everything. And what the demo shows
+in its first minutes: the batch window's Jobs, vision's idle notebook announced
+and scaled to zero."""
 
 import json
 import os
@@ -79,13 +81,43 @@ def start_demo(env, console):
         )  # fmt: skip
 
 
+def idle_log(env, port):
+    """vision's idle actions log as alice reads it from the API: (kind, name, what)."""
+    token = subprocess.run(
+        [sys.executable, "manage.py", "api_token", "alice"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/idle-actions/?team=vision",
+        headers={"Authorization": f"Token {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        rows = json.loads(response.read())["results"]
+    return [(row["workload_kind"], row["workload_name"], row["kind"]) for row in rows]
+
+
 def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
-    env = demo_env(tmp_path)
+    """...and meanwhile vision's idle notebook is announced and scaled to zero, the
+    demo's idle policy acting on what Prometheus scrapes from kubesim."""
+    env = demo_env(tmp_path, DEMO_PROMETHEUS="live", PROMETHEUS_PORT=free_port(),
+                   PORTAL_IDLE_INTERVAL="10")  # fmt: skip
     console = tmp_path / "console.txt"
     runner = start_demo(env, console)
     started = []
+
+    def notebook():
+        shown = subprocess.run(
+            [kubectl(), "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "deployment",
+             "notebook", "-n", "vision", "-o", "json"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        return json.loads(shown.stdout) if shown.returncode == 0 else None
+
     try:
         wait_for(lambda: "Press Ctrl-C to stop." in console.read_text(), timeout=180)
+        running = wait_for(lambda: (found := notebook()) and found["status"].get("readyReplicas"),
+                           timeout=120)  # fmt: skip
+        assert running == 1
         first = wait_for(lambda: worker_pid(runner), timeout=30)
         started = list(children(runner.pid))
         os.kill(first, signal.SIGKILL)
@@ -96,6 +128,16 @@ def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
         assert "worker killed by SIGKILL; restarting it" in line
         second = wait_for(lambda: (pid := worker_pid(runner)) != first and pid, timeout=60)
         assert runner.poll() is None  # the rest of the demo stayed up
+
+        # The restarted worker runs the idle evaluation: within minutes the notebook
+        # (1 minute idle, 2 minutes' grace) is announced, then scaled to zero.
+        scaled = wait_for(lambda: (found := notebook())["spec"]["replicas"] == 0 and found,
+                          timeout=420, interval=5)  # fmt: skip
+        previous = scaled["metadata"]["annotations"]["gpu-portal.io/idle-previous-replicas"]
+        assert previous == "1"
+        log = idle_log(env, env["PORT"])
+        assert ("Deployment", "notebook", "announced") in log
+        assert ("Deployment", "notebook", "scaled_to_zero") in log
         started = list(children(runner.pid))
 
         os.killpg(runner.pid, signal.SIGINT)  # Ctrl-C in the terminal

@@ -315,6 +315,104 @@ def probe_log_options(api, backend):
     return f"limitBytes=7: {len(limited)} bytes; previous: {previous[0]}"
 
 
+def workload(kind, name, replicas, **spec):
+    labels = {"app": name}
+    template = pod(name, restart="Always", tolerations=TOLERATE_GPU)
+    template["metadata"] = {"labels": labels}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": template["metadata"], "spec": template["spec"]},
+            **spec,
+        },
+    }
+
+
+APPS = "/apis/apps/v1/namespaces/apps"  # its own namespace: the real backend's reset
+PODS = "/api/v1/namespaces/apps/pods"  # deletes it, Deployments and all
+# The real server copies the node's zone onto a bound pod (PodTopologyLabels); kubesim
+# does not, for any pod: left out of what the apps/v1 probes compare.
+ZONE = "topology.kubernetes.io/zone"
+HASH = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{1,10}")
+
+
+def owned(api, path, owner):
+    items = api("GET", path)[1]["items"]
+    return [
+        o
+        for o in items
+        if any(r["uid"] == owner["metadata"]["uid"] for r in o["metadata"]["ownerReferences"])
+        and not o["metadata"].get("deletionTimestamp")
+    ]
+
+
+def deployment_with_pods(api, name, replicas):
+    """(Deployment, its ReplicaSet, its live pods) once there are `replicas` pods."""
+    namespace(api, "apps")
+    code, made = api("POST", f"{APPS}/deployments", workload("Deployment", name, replicas))
+    assert code == 201, made
+    (rs,) = wait_for(lambda: owned(api, f"{APPS}/replicasets", made), timeout=60)
+    pods = wait_for(
+        lambda: len(found := owned(api, PODS, rs)) == replicas and found,
+        timeout=60,
+    )
+    return made, rs, pods
+
+
+def probe_deployment_chain(api, backend):
+    deployment, rs, pods = deployment_with_pods(api, "web", 2)
+    hash_ = rs["metadata"]["name"].removeprefix("web-")
+    assert HASH.fullmatch(hash_) and rs["metadata"]["labels"]["pod-template-hash"] == hash_
+    names = {p["metadata"]["name"].rsplit("-", 1)[0] for p in pods}
+    refs = {(r["kind"], r["controller"], r["blockOwnerDeletion"]) for p in pods + [rs]
+            for r in p["metadata"]["ownerReferences"]}  # fmt: skip
+    labels = ",".join(sorted(set(pods[0]["metadata"]["labels"]) - {ZONE}))
+    annotations = api("GET", f"{APPS}/deployments/web")[1]["metadata"]["annotations"]
+    shown = "web-<hash>-xxxxx" if names == {rs["metadata"]["name"]} else names
+    revision = annotations["deployment.kubernetes.io/revision"]
+    owners = sorted(refs)
+    return f"owns {len(pods)} pods {shown} labelled {labels}; owners {owners}; revision {revision}"
+
+
+def probe_deployment_scaled_to_zero(api, backend):
+    deployment, rs, _ = deployment_with_pods(api, "idle", 1)
+    code, _ = api("PATCH", f"{APPS}/deployments/idle", {"spec": {"replicas": 0}},
+                  content_type="application/merge-patch+json")  # fmt: skip
+    backend.pass_time(31)  # the pod's grace period, on kubesim's clock
+    wait_for(lambda: not api("GET", PODS)[1]["items"], timeout=60)
+
+    def settled():
+        found = api("GET", f"{APPS}/deployments/idle")[1]
+        replica_set = api("GET", f"{APPS}/replicasets/{rs['metadata']['name']}")[1]
+        generations = (found, replica_set)
+        done = all(o["status"].get("observedGeneration") == 2 for o in generations)
+        return done and not found["status"].get("replicas") and generations
+
+    found, replica_set = wait_for(settled, timeout=60)
+    return (
+        f"{code}; Deployment status {','.join(sorted(found['status']))}; "
+        f"ReplicaSet spec.replicas {replica_set['spec']['replicas']}, "
+        f"status {json.dumps(replica_set['status'], sort_keys=True)}"
+    )
+
+
+def probe_statefulset_pods(api, backend):
+    body = workload("StatefulSet", "db", 2, serviceName="db")
+    namespace(api, "apps")
+    code, made = api("POST", f"{APPS}/statefulsets", body)
+    pods = wait_for(
+        lambda: len(found := owned(api, PODS, made)) == 2 and found,
+        timeout=60,
+    )
+    labels = ",".join(sorted(set(pods[0]["metadata"]["labels"]) - {ZONE}))
+    names = ",".join(sorted(p["metadata"]["name"] for p in pods))
+    return f"{code} {names} labelled {labels}, hostname {pods[0]['spec'].get('hostname')}"
+
+
 PROBES = {
     name.removeprefix("probe_").replace("_", "-"): probe
     for name, probe in list(globals().items())

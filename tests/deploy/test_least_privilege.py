@@ -175,14 +175,12 @@ def portal_life(setup, flavors, backend, capture):
 
     def idle_scale_to_zero_and_back():
         # An idle policy's action on a notebook Deployment and a StatefulSet (the
-        # admin makes them; kubesim serves no apps/v1: there the GETs answer 404).
+        # admin makes them).
         outsider = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
         for kind in idle_workloads.SCALABLE:
-            if backend.name == "kubernetes":
-                outsider.apply(_scalable(kind), field_manager="tests")
-            with contextlib.suppress(idle_workloads.NotThere):
-                idle_workloads.scale_to_zero(kind, "vision", "notebook")
-                idle_workloads.bring_back(kind, "vision", "notebook")
+            outsider.apply(_scalable(kind), field_manager="tests")
+            idle_workloads.scale_to_zero(kind, "vision", "notebook")
+            idle_workloads.bring_back(kind, "vision", "notebook")
         outsider.close()
 
     def archive():
@@ -279,19 +277,6 @@ def test_without_any_one_grant_the_portal_is_refused(
         asked = {(r["resource"], r["verb"], r["status"]) for r in backend.requests()}
         assert ("resourceclaimtemplates", "patch", 404) in asked
         return
-    if (
-        backend.name == "kubesim"
-        and missing.get("apiGroups") == ["apps"]
-        and missing.get("verbs") == ["patch"]
-    ):
-        # kubesim serves no apps/v1: the idle action's GET answers 404 and nothing
-        # is patched there (the real API server proves the patch).
-        for _ in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
-            pass
-        assert refusals(backend) == []
-        asked = {(r["resource"], r["verb"], r["status"]) for r in backend.requests()}
-        assert ("deployments", "get", 404) in asked
-        return
     for _ in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):
         if refusals(backend):
             break  # the rest of the life would only be refused more
@@ -336,11 +321,6 @@ def used(requests, role_bindings):
 DRA_CREATE = ("resource.k8s.io", "resourceclaimtemplates", "create", None)
 
 
-# kubesim serves no apps/v1: the idle action's GETs are answered 404, so its
-# patches are exercised on the real API server only.
-APPS_PATCH = {("apps", "deployments", "patch", None), ("apps", "statefulsets", "patch", None)}
-
-
 def _only_on_dra(rule):
     return rule.get("apiGroups") == ["resource.k8s.io"] and rule.get("verbs") == ["create"]
 
@@ -354,7 +334,7 @@ def test_every_grant_of_the_role_is_used(
         if name == "batch job cancelled":  # the team's, read before the namespace goes
             role_bindings = cluster.list("RoleBinding", namespace="vision")
     portal = [r for r in backend.requests() if r.get("user") == backend.portal_user]
-    expected = granted() - (({DRA_CREATE} | APPS_PATCH) if backend.name == "kubesim" else set())
+    expected = granted() - ({DRA_CREATE} if backend.name == "kubesim" else set())
     assert used(portal, role_bindings) == expected
 
 

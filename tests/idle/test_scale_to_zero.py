@@ -1,12 +1,14 @@
 """A notebook Deployment idle under a 10-minute policy with a 5-minute grace
 (the history in Prometheus, stepped minute by minute) is announced, scaled to
-zero on the real API server with its replicas kept, and brought back from the
-API; an exempt one (by its annotation) and one active in its grace are left
-alone. kubesim serves no apps/v1, so this runs on the real control plane."""
+zero with its replicas kept (its ReplicaSet's pods go), and brought back from
+the API (they come back); an exempt one (by its annotation) and one active in
+its grace are left alone. On kubesim and on the real API server alike."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from idle import actions
@@ -14,8 +16,7 @@ from idle.models import IdleAction, IdleState
 from idle.workloads import EXEMPT_UNTIL, PREVIOUS_REPLICAS
 from tests.billing.ledger import meter, workload
 from tests.idle.conftest import at, log, run
-
-pytestmark = pytest.mark.kubernetes_only("kubesim does not serve Deployments (apps/v1)")
+from tests.waiting import wait_for
 
 
 def deployment(name, replicas, annotations=None):
@@ -46,13 +47,32 @@ def deployments(cluster):
     return cluster
 
 
+def live_pods(cluster, deployment):
+    """The Deployment's pods not being deleted, found through the ownerReferences
+    chain Deployment -> ReplicaSet -> Pod, as the controllers set it."""
+    uid = cluster.get("Deployment", deployment, "vision")["metadata"]["uid"]
+    replica_sets = {
+        rs["metadata"]["uid"]
+        for rs in cluster.call("GET", "/apis/apps/v1/namespaces/vision/replicasets")["items"]
+        if any(r["uid"] == uid and r.get("controller") for r in rs["metadata"]["ownerReferences"])
+    }
+    return [
+        pod["metadata"]["name"]
+        for pod in cluster.list("Pod", namespace="vision")
+        if not pod["metadata"].get("deletionTimestamp")
+        and any(r["uid"] in replica_sets for r in pod["metadata"].get("ownerReferences") or ())
+    ]
+
+
 def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     prometheus, deployments, admin_user, alice, client, h100, vision
 ):
     actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    wait_for(lambda: len(live_pods(deployments, "notebook")) == 2, timeout=60)
     run(range(1, 17))
     notebook = deployments.get("Deployment", "notebook", "vision")
     assert notebook["spec"]["replicas"] == 0
+    wait_for(lambda: not live_pods(deployments, "notebook"), timeout=60)
     assert notebook["metadata"]["annotations"][PREVIOUS_REPLICAS] == "2"
     assert deployments.get("Deployment", "infer", "vision")["spec"]["replicas"] == 1
     rows = [row for row in log() if row[1] in ("notebook", "infer")]
@@ -77,6 +97,7 @@ def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     notebook = deployments.get("Deployment", "notebook", "vision")
     assert notebook["spec"]["replicas"] == 2
     assert PREVIOUS_REPLICAS not in (notebook["metadata"].get("annotations") or {})
+    wait_for(lambda: len(live_pods(deployments, "notebook")) == 2, timeout=60)
     assert not IdleState.objects.filter(name="notebook").exists()
     scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
     assert scaled.ended_at is not None and scaled.gpu_seconds > 0
@@ -131,3 +152,32 @@ def test_the_report_card_shows_the_notice_and_brings_it_back(
     assert "Deployment notebook is back: 2 replica(s)." in response.content.decode()
     assert 'id="idle-banner"' not in response.content.decode()
     assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+
+
+@pytest.mark.kubesim_only("it slows the PATCH down with kubesim's fault injection")
+def test_the_scale_down_is_made_after_the_decision_is_committed(
+    transactional_db, prometheus, backend, deployments, admin_user, h100, vision
+):
+    """The decision (the state's `acted_at`) is committed before the PATCH, which
+    runs with no row locked; its outcome is recorded after it."""
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    run(range(1, 16))
+    backend.faults(latency_ms=3000, methods=["PATCH"], paths="/deployments/notebook$")
+    evaluation = threading.Thread(target=lambda: (run([16]), connection.close()))
+    evaluation.start()
+    try:
+        decided = wait_for(
+            lambda: IdleState.objects.filter(name="notebook", acted_at=at(16)).exists(),
+            timeout=10,
+        )
+        assert decided
+        # While the PATCH is on its way: no row locked, nothing scaled, no outcome yet.
+        with transaction.atomic():
+            IdleState.objects.select_for_update(nowait=True).get(name="notebook")
+        assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+        assert not IdleAction.objects.filter(workload_name="notebook", kind="scaled_to_zero")
+    finally:
+        evaluation.join(timeout=30)
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 0
+    scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
+    assert scaled.at == at(16) and scaled.detail.startswith("Scaled to zero from 2 replica(s)")

@@ -220,5 +220,5 @@ def test_admission_forbidden(kubesim, core):
 
 
 def test_unknown_path_is_404(kubesim):
-    status, _, _ = sim_request(kubesim, "GET", "/apis/apps/v1/namespaces/default/deployments")
+    status, _, _ = sim_request(kubesim, "GET", "/apis/apps/v1/namespaces/default/daemonsets")
     assert status == 404

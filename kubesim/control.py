@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from kubesim import apps, cluster, dcgm, jobs, ksm, kubelet, quota, scheduler, xid
+from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler, workloads, xid
 from kubesim import nodes as lifecycle
 from kubesim.clock import format_time, parse_time
 from kubesim.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, NotFound
@@ -353,7 +353,7 @@ class ControlPlane:
         self._create_backoff.pop(uid, None)
         return created
 
-    # --- apps/v1: Deployment -> ReplicaSet -> pods, StatefulSet -> pods (kubesim/apps.py) ---
+    # --- apps/v1: Deployment -> ReplicaSet -> pods, StatefulSet -> pods (kubesim/workloads.py) ---
 
     def sync_apps(self) -> None:
         for deployment in self.store.list_refs("deployments")[0]:
@@ -380,26 +380,26 @@ class ControlPlane:
         return [
             rs
             for rs in self.store.list_refs("replicasets", namespace)[0]
-            if apps.controlled_by(rs, deployment)
+            if workloads.controlled_by(rs, deployment)
         ]
 
     def _sync_deployment(self, deployment: dict) -> None:
         namespace = deployment["metadata"]["namespace"]
         owned = self._owned_replica_sets(deployment)
-        new = apps.current_replica_set(deployment, owned)
+        new = workloads.current_replica_set(deployment, owned)
         if new is None:
             revision = 1 + max(
-                (int(_annotation(rs, apps.REVISION) or 0) for rs in owned), default=0
+                (int(_annotation(rs, workloads.REVISION) or 0) for rs in owned), default=0
             )
             collisions = (deployment.get("status") or {}).get("collisionCount", 0)
-            hash_ = apps.template_hash(deployment["spec"]["template"], collisions)
-            wanted = apps.new_replica_set(deployment, hash_, revision)
+            hash_ = workloads.template_hash(deployment["spec"]["template"], collisions)
+            wanted = workloads.new_replica_set(deployment, hash_, revision)
             new = self.store.create("replicasets", namespace, wanted, field_manager=MANAGER)
             if new["spec"]["replicas"]:
                 self._scaled_event(deployment, new, 0)
-        if _annotation(deployment, apps.REVISION) != _annotation(new, apps.REVISION):
+        if _annotation(deployment, workloads.REVISION) != _annotation(new, workloads.REVISION):
             annotations = {**(deployment["metadata"].get("annotations") or {})}
-            annotations[apps.REVISION] = _annotation(new, apps.REVISION)
+            annotations[workloads.REVISION] = _annotation(new, workloads.REVISION)
             meta = {**deployment["metadata"], "annotations": annotations}
             updated = {**deployment, "metadata": meta}
             self.store.update("deployments", namespace, updated, field_manager=MANAGER)
@@ -411,8 +411,8 @@ class ControlPlane:
         before = rs["spec"]["replicas"]
         annotations = {**(rs["metadata"].get("annotations") or {})}
         if replicas:
-            revision = int(annotations.get(apps.REVISION) or 1)
-            annotations.update(apps.replica_set_annotations(deployment, revision))
+            revision = int(annotations.get(workloads.REVISION) or 1)
+            annotations.update(workloads.replica_set_annotations(deployment, revision))
         if before == replicas and annotations == rs["metadata"].get("annotations"):
             return
         meta = {**rs["metadata"], "annotations": annotations}
@@ -431,17 +431,17 @@ class ControlPlane:
 
     def _deployment_status(self, deployment: dict) -> None:
         owned = self._owned_replica_sets(deployment)
-        new = apps.current_replica_set(deployment, owned)
-        status = apps.deployment_status(deployment, owned, new, self.clock.timestamp())
+        new = workloads.current_replica_set(deployment, owned)
+        status = workloads.deployment_status(deployment, owned, new, self.clock.timestamp())
         if status != (deployment.get("status") or {}):
             self._write_status("deployments", {**deployment, "status": status})
 
     def _sync_replica_set(self, rs: dict, pods: list[dict]) -> None:
         namespace = rs["metadata"]["namespace"]
-        owned = apps.owned_pods(rs, pods)
-        create, delete = apps.replica_set_diff(rs, owned)
+        owned = workloads.owned_pods(rs, pods)
+        create, delete = workloads.replica_set_diff(rs, owned)
         for _ in range(create):
-            pod = apps.replica_set_pod(rs, self._random)
+            pod = workloads.replica_set_pod(rs, self._random)
             if self._create_owned_pod(rs, pod, "replicaset-controller"):
                 owned.append(pod)
         for pod in delete:
@@ -449,25 +449,25 @@ class ControlPlane:
             self._ignore_missing(self.store.delete, "pods", namespace, name)
             message = f"Deleted pod: {name}"
             self.event(rs, "Normal", "SuccessfulDelete", message, "replicaset-controller")
-        owned = apps.owned_pods(rs, self.store.list_refs("pods", namespace)[0])
-        status = apps.replica_set_status(rs, owned)
+        owned = workloads.owned_pods(rs, self.store.list_refs("pods", namespace)[0])
+        status = workloads.replica_set_status(rs, owned)
         if status != (rs.get("status") or {}):
             self._write_status("replicasets", {**rs, "status": status})
 
     def _sync_stateful_set(self, sts: dict, pods: list[dict]) -> None:
         namespace, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
-        owned = apps.owned_pods(sts, pods)
-        create, delete = apps.stateful_set_step(sts, owned)
+        owned = workloads.owned_pods(sts, pods)
+        create, delete = workloads.stateful_set_step(sts, owned)
         for ordinal in create:
-            pod = apps.stateful_set_pod(sts, ordinal)
+            pod = workloads.stateful_set_pod(sts, ordinal)
             message = f"create Pod {pod['metadata']['name']} in StatefulSet {name} successful"
             self._create_owned_pod(sts, pod, "statefulset-controller", message)
         for pod_name in delete:
             self._ignore_missing(self.store.delete, "pods", namespace, pod_name)
             message = f"delete Pod {pod_name} in StatefulSet {name} successful"
             self.event(sts, "Normal", "SuccessfulDelete", message, "statefulset-controller")
-        owned = apps.owned_pods(sts, self.store.list_refs("pods", namespace)[0])
-        status = apps.stateful_set_status(sts, owned)
+        owned = workloads.owned_pods(sts, self.store.list_refs("pods", namespace)[0])
+        status = workloads.stateful_set_status(sts, owned)
         if status != (sts.get("status") or {}):
             self._write_status("statefulsets", {**sts, "status": status})
 

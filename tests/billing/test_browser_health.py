@@ -54,5 +54,9 @@ def test_the_demo_gives_the_gpu_health_page_something_true_to_show(
     assert "gpu-a100-0" in rows and "GPU has fallen off the bus" in rows
     assert "Drain the node" in rows
     assert "gpu-h100-0" in rows and "Graphics engine exception" in rows
-    # One row per XID: not once with the pod it hit and again without, after the pod went.
-    assert rows.count("Graphics engine exception") == 1
+    # One row per XID: not once with the pod it hit and again without, after the pod
+    # went. (The window holds one or two of the plan's engine exceptions, by the hour.)
+    cells = [line.split("\t") for line in rows.splitlines()]
+    engine = [(node, gpu, when) for node, gpu, xid, *_, when in cells if xid == "13"]
+    assert len(engine) == len(set(engine)) >= 1, rows
+    assert all(pod != "–" for *_, xid, _, _, pod, _ in cells if xid == "13"), rows

@@ -129,18 +129,18 @@ class Outbox:
         size = self.batch_size() if self.batch_task else 1
         if len(keys) > 1 and size > 1:
             task = import_string(self.batch_task)
-            messages = [(keys[i : i + size],) for i in range(0, len(keys), size)]
+            batches = [keys[i : i + size] for i in range(0, len(keys), size)]
+            messages = [(batch, batch) for batch in batches]
         else:
             task = import_string(self.task)
-            messages = [(key,) for key in keys]
+            messages = [(key, [key]) for key in keys]  # (the task's argument, its keys)
         self.rows(keys).update(queued_at=timezone.now())
         queued, lost = [], []
-        for args in messages:
-            sent = args[0] if isinstance(args[0], list) else [args[0]]
+        for argument, sent in messages:
             try:
-                task.apply_async(args, retry=False)
+                task.apply_async((argument,), retry=False)
             except Exception as exc:  # the broker's errors vary by transport
-                log.warning("could not queue %s%s (the sweep will): %s", task.name, args, exc)
+                log.warning("could not queue %s(%s) (the sweep will): %s", task.name, argument, exc)
                 lost.extend(sent)
             else:
                 queued.extend(sent)

@@ -9,7 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from cluster import clock, kube
+from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from gpu_requests.models import MAX_TEXT_LENGTH
@@ -41,19 +41,24 @@ def workload_panel(team, namespace, kind, name, user):
     }
 
 
-@login_required
-@require_POST
-def bring_back(request, pk):
-    teams = quota_actions.teams_for(request.user)
+def _state_and_card(user, pk):
+    """The idle state among the user's teams' (else 404), and its report card's URL args."""
+    teams = quota_actions.teams_for(user)
     state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
     if state is None:
         raise Http404("No such idle workload among your teams'.")
-    card = ("billing_workload", state.team.slug, state.namespace, state.kind, state.name)
+    return state, ("billing_workload", state.team.slug, state.namespace, state.kind, state.name)
+
+
+@login_required
+@require_POST
+def bring_back(request, pk):
+    state, card = _state_and_card(request.user, pk)
     try:
         replicas = actions.bring_back(state, by=request.user)
     except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
-    except (errors.ActionError, kube.ClusterError, workloads.NotThere) as exc:
+    except errors.ActionError as exc:  # the cluster's errors too (actions.bring_back)
         messages.error(request, f"Not brought back: {exc}")
         return redirect(*card)
     if replicas is None:
@@ -71,11 +76,7 @@ MAX_EXEMPT_HOURS = 24 * 31
 @require_POST
 def exempt(request, pk):
     """A team manager exempts the workload of an idle state for N hours, with a reason."""
-    teams = quota_actions.teams_for(request.user)
-    state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
-    if state is None:
-        raise Http404("No such idle workload among your teams'.")
-    card = ("billing_workload", state.team.slug, state.namespace, state.kind, state.name)
+    state, card = _state_and_card(request.user, pk)
     hours = inputs.whole_number(request.POST.get("hours", ""), minimum=1, maximum=MAX_EXEMPT_HOURS)
     reason = request.POST.get("reason", "")
     if hours is None:

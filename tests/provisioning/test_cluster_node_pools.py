@@ -18,6 +18,7 @@ from tests.billing import history
 from tests.billing.history import Node, Pod
 from tests.billing.ledger import meter
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
+from tests.provisioning.test_inventory import run_train_pod
 
 GPU_HOUR = 3600
 
@@ -31,27 +32,7 @@ def pool_row(page, pool):
 def test_each_pool_shows_unallocated_hours_idle_nodes_and_the_saving(
     client, admin_user, vision, cluster, demo_flavors
 ):
-    cluster.apply(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vision"}},
-        field_manager="test",
-    )
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "train", "namespace": "vision"},
-        "spec": {
-            "nodeName": "gpu-h100-1",
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "train",
-                    "image": "pytorch:2",
-                    "resources": {"limits": {"nvidia.com/gpu": "3"}},
-                }
-            ],
-        },
-    }
-    cluster.call("POST", cluster.path("Pod", namespace="vision"), body=pod)
+    run_train_pod(cluster)
     actions.record_inventory()
     h100 = demo_flavors["h100"]
     last_hour = hour_floor(timezone.now()) - timedelta(hours=1)

@@ -54,7 +54,8 @@ def test_cordoned_nodes_do_not_count(cluster, demo_flavors):
     ]
 
 
-def test_pods_on_a_flavors_nodes_count_as_allocated(cluster, demo_flavors):
+def run_train_pod(cluster):
+    """Pod vision/train bound to gpu-h100-1, holding 3 of its GPUs."""
     cluster.apply(
         {
             "apiVersion": "v1",
@@ -80,6 +81,10 @@ def test_pods_on_a_flavors_nodes_count_as_allocated(cluster, demo_flavors):
         },
     }
     cluster.call("POST", cluster.path("Pod", namespace="vision"), body=pod)
+
+
+def test_pods_on_a_flavors_nodes_count_as_allocated(cluster, demo_flavors):
+    run_train_pod(cluster)
     actions.record_inventory()
     h100 = FlavorCapacity.objects.get(flavor=demo_flavors["h100"])
     assert (h100.devices, h100.allocated, h100.free) == (16, 3, 13)

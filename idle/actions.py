@@ -218,7 +218,7 @@ def _decide(observed, flavors, now, *, annotations):
         (s.namespace, s.kind, s.name): s for s in IdleState.objects.select_for_update().order_by()
     }
     exempt = set(Exemption.objects.filter(until__gt=now).values_list("namespace", "kind", "name"))
-    created = []
+    created, stalled = [], []
     for key, workload in observed.items():
         state = states.pop(key, None)
         if workload.activity >= threshold:
@@ -243,6 +243,8 @@ def _decide(observed, flavors, now, *, annotations):
             _active_again(state, now, result, "it is exempt", idle=True)
         else:
             _step(state, policy, now, result, annotations)
+            if policy.mode == Mode.ACT and _unfinished(state, now):
+                stalled.append(state)
         if state.pk is None:
             created.append(state)
         elif _fields(state) != before:
@@ -252,6 +254,7 @@ def _decide(observed, flavors, now, *, annotations):
         transaction.set_rollback(True)
         return result
     IdleState.objects.bulk_create(created)  # one INSERT for the newly idle
+    result.to_scale += _never_made(stalled)
     # Workloads no longer holding GPUs: those acted on stay (a scale-down is
     # undone by "Bring it back"), the rest are forgotten.
     for state in states.values():
@@ -259,6 +262,43 @@ def _decide(observed, flavors, now, *, annotations):
             _active_again(state, now, result, "it is gone")
             state.delete()
     return result
+
+
+# A scale-down decided this long ago whose workload still holds its GPUs and whose
+# outcome was never recorded: the worker died between the commit and the PATCH.
+UNFINISHED_AFTER = timedelta(minutes=5)
+
+
+def _unfinished(state, now):
+    return (
+        state.kind in workloads.SCALABLE
+        and state.acted_at is not None
+        and now - state.acted_at >= UNFINISHED_AFTER
+    )
+
+
+def _never_made(states):
+    """Of `states` (decided a while ago, still running), those with no scale-down
+    (or report-only entry) logged since the decision: to be made again (`workloads.scale_to_zero`
+    is idempotent; a failure resets the decision). One query."""
+    if not states:
+        return []
+    made = set(
+        IdleAction.objects.filter(
+            # (Report-only decided "would act": the policy switched to act since.)
+            kind__in=(IdleAction.Kind.SCALED_TO_ZERO, IdleAction.Kind.WOULD_ACT),
+            at__gte=min(state.acted_at for state in states),
+            namespace__in={state.namespace for state in states},
+        ).values_list("namespace", "workload_kind", "workload_name", "at")
+    )
+    return [
+        state
+        for state in states
+        if not any(
+            (ns, kind, name) == (state.namespace, state.kind, state.name) and at >= state.acted_at
+            for ns, kind, name, at in made
+        )
+    ]
 
 
 def _fields(state):
@@ -400,7 +440,7 @@ def _scale_to_zero(state, now):
         detail = str(exc)[:500]
         with transaction.atomic():
             IdleState.objects.filter(
-                namespace=state.namespace, kind=state.kind, name=state.name, acted_at=now
+                namespace=state.namespace, kind=state.kind, name=state.name, acted_at=state.acted_at
             ).update(acted_at=None)
             last = (
                 IdleAction.objects.filter(

@@ -4,6 +4,9 @@ zero with its replicas kept (its ReplicaSet's pods go), and brought back from
 the API (they come back); an exempt one (by its annotation) and one active in
 its grace are left alone. On kubesim and on the real API server alike."""
 
+import os
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 
@@ -16,6 +19,7 @@ from idle.models import IdleAction, IdleState
 from idle.workloads import EXEMPT_UNTIL, PREVIOUS_REPLICAS
 from tests.billing.ledger import meter, workload
 from tests.idle.conftest import at, log, run
+from tests.provisioning.conftest import _database_url
 from tests.waiting import wait_for
 
 
@@ -181,3 +185,54 @@ def test_the_scale_down_is_made_after_the_decision_is_committed(
     assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 0
     scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
     assert scaled.at == at(16) and scaled.detail.startswith("Scaled to zero from 2 replica(s)")
+
+
+@pytest.mark.kubesim_only("it holds the PATCH back with kubesim's fault injection")
+def test_a_scale_down_whose_worker_died_is_made_by_a_later_minute(
+    transactional_db, prometheus, backend, deployments, admin_user, h100, vision
+):
+    """The worker evaluating minute 16 is killed after committing its decision and
+    before its PATCH lands: nothing is scaled and no outcome recorded. Five minutes
+    on, a later minute finds the decision without an outcome and makes it."""
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    run(range(1, 16))
+    # The PATCH is held for a minute, then its connection dropped: never applied.
+    backend.faults(
+        latency_ms=60_000, drop_rate=1.0, methods=["PATCH"], paths="/deployments/notebook$"
+    )
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import django, sys; django.setup(); from idle import actions; "
+            "from datetime import datetime; actions.evaluate(datetime.fromisoformat(sys.argv[1]))",
+            at(16).isoformat(),
+        ],
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "DATABASE_URL": _database_url(),
+            "PORTAL_KUBECONFIG": backend.kubeconfig,
+            "PORTAL_PROMETHEUS_URL": prometheus,
+        },
+    )
+    try:
+        assert wait_for(
+            lambda: IdleState.objects.filter(name="notebook", acted_at=at(16)).exists(),
+            timeout=60,
+        )
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+    backend.faults()
+
+    run(range(17, 21))  # the PATCH may still be on its way: left alone
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2
+    assert not IdleAction.objects.filter(workload_name="notebook", kind="scaled_to_zero")
+
+    run([21])
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 0
+    scaled = IdleAction.objects.get(workload_name="notebook", kind="scaled_to_zero")
+    assert scaled.at == at(21) and scaled.detail.startswith("Scaled to zero from 2 replica(s)")
+    run([22, 27])  # made: not made again
+    assert IdleAction.objects.filter(workload_name="notebook", kind="scaled_to_zero").count() == 1

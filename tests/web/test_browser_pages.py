@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from cluster import kube
 from cluster.actions import record_inventory
@@ -190,10 +191,10 @@ def test_the_small_things_hold_together(page, company, alice):  # noqa: F811
     message = page.locator("#comments .message.success")
     message.wait_for()
     assert message.is_visible() and "Comment added" in message.inner_text()
-    assert page.evaluate(
-        "() => { const r = document.querySelector('#comments .message').getBoundingClientRect();"
-        " return r.top >= 0 && r.bottom <= window.innerHeight; }"
-    )
+    # The browser scrolls to #comments once the page has loaded, after the message is
+    # in the DOM: wait for it to come into view (it never did when the redirect lost
+    # its fragment).
+    expect(message).to_be_in_viewport(ratio=1)
     shot(page, "comment_added_390")
 
     page.set_viewport_size({"width": 1440, "height": 900})

@@ -227,9 +227,12 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=pr
             covered = (until - start) // timedelta(days=1)
             if covered >= told + 5 or until == end:
                 told = covered
+                # The span is the `days` asked for and today's hours before them (it
+                # starts at midnight): its share, not its rounded days, which said
+                # "4 of 4" for 3 days after noon.
                 progress(
-                    f"history: {(until - start) / timedelta(days=1):.0f} of "
-                    f"{(end - start) / timedelta(days=1):.0f} days in Prometheus blocks"
+                    f"history: {(until - start) / (end - start):.0%} of {days} days in "
+                    f"Prometheus blocks (up to {until:%Y-%m-%d %H:%M} UTC)"
                 )
         if generator.wait(timeout=1800):
             raise subprocess.CalledProcessError(

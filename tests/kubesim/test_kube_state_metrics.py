@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from kubesim import ksm
 from kubesim.control import SMALL_CLUSTER
+from kubesim.exporters import ksm
 from kubesim.testing import running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.promtext import series

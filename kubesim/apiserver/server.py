@@ -18,6 +18,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
+from kubesim.exporters.exposition import TEXT_CONTENT_TYPE
+
 from . import protobuf
 from .auth import access_review, current_user, describe
 from .errors import (
@@ -33,7 +35,6 @@ from .errors import (
     TooManyRequests,
     UnsupportedMediaType,
 )
-from .exposition import TEXT_CONTENT_TYPE
 from .listing import list_page
 from .resources import RESOURCES, group_versions
 from .tables import to_table

@@ -40,10 +40,14 @@ from datetime import UTC, datetime
 
 import yaml
 
-from kubesim import cluster, dcgm, jobs, ksm, kubelet, quota, scheduler, xid
-from kubesim import nodes as lifecycle
+from kubesim import cluster
+from kubesim.apiserver import quota
 from kubesim.clock import format_time
-from kubesim.exposition import go_float, scraped, series_key
+from kubesim.controllers import jobs, scheduler, xid
+from kubesim.controllers import nodes as lifecycle
+from kubesim.exporters import dcgm, ksm
+from kubesim.exporters.exposition import go_float, scraped, series_key
+from kubesim.kubelet import runtime
 
 MANAGED_BY = "gpu-portal"  # the portal's labels (provisioning/manifests.py)
 TEAM_LABEL = "gpu-portal.io/team"
@@ -195,7 +199,7 @@ class Entry:
     gpus: int
     node_selector: dict
     labels: dict
-    load: kubelet.GpuLoad
+    load: runtime.GpuLoad
     annotations: dict  # the kubesim.io/ annotations the live kubelet reads
     start: float
     duration: float
@@ -370,9 +374,9 @@ def _entry(i: int, item, namespaces: dict, origin: float, end: float) -> Entry:
         )
     gpus = _integer(item.get("gpus", 1), f"{where}.gpus", 1, 64)
     profile = item.get("profile", "busy")
-    if profile not in kubelet.PROFILES:
+    if profile not in runtime.PROFILES:
         raise HistoryError(
-            f"{where}.profile: one of {', '.join(kubelet.PROFILES)}, got {profile!r}"
+            f"{where}.profile: one of {', '.join(runtime.PROFILES)}, got {profile!r}"
         )
     annotations = {"kubesim.io/gpu-profile": profile}
     load = {"profile": profile}
@@ -387,7 +391,7 @@ def _entry(i: int, item, namespaces: dict, origin: float, end: float) -> Entry:
         annotations["kubesim.io/gpu-idle-after"] = f"{int(load['idle_after'])}s"
     if item.get("busyHours") is not None:
         try:
-            load["busy_hours"] = kubelet.parse_hours(str(item["busyHours"]))
+            load["busy_hours"] = runtime.parse_hours(str(item["busyHours"]))
         except ValueError as exc:
             raise HistoryError(f"{where}.busyHours: {exc}") from None
         annotations["kubesim.io/gpu-busy-hours"] = str(item["busyHours"])
@@ -413,7 +417,7 @@ def _entry(i: int, item, namespaces: dict, origin: float, end: float) -> Entry:
         gpus=gpus,
         node_selector=_mapping(item.get("nodeSelector"), f"{where}.nodeSelector"),
         labels=_mapping(item.get("labels"), f"{where}.labels"),
-        load=kubelet.GpuLoad(**load),
+        load=runtime.GpuLoad(**load),
         annotations=annotations,
         start=start,
         duration=duration,
@@ -788,7 +792,7 @@ class History:
             pod["spec"]["nodeName"] = node["metadata"]["name"]
             annotations = pod["metadata"]["annotations"]
             annotations[scheduler.DEVICES_ANNOTATION] = ",".join(d.key for d in devices)
-            live.pod = {**pod, "status": kubelet.running_status(pod, node, _when(at))}
+            live.pod = {**pod, "status": runtime.running_status(pod, node, _when(at))}
             live.node, live.devices = node, devices
             live.started, live.ends = at, at + entry.duration
             _sync_job(live, at)
@@ -798,7 +802,7 @@ class History:
     def _finish(self, at: float) -> None:
         for key, live in list(self.live.items()):
             if live.ends is not None and live.gone is None and at >= live.ends:
-                ending = live.ending or kubelet.next_status
+                ending = live.ending or runtime.next_status
                 live.pod = {**live.pod, "status": ending(live.pod, _when(live.ends))}
                 _sync_job(live, live.ends)
                 self.cluster.release(live.devices)
@@ -869,7 +873,7 @@ class History:
         for live in self._running_on(name, when):
             if keys.intersection(d.key for d in live.devices):
                 crash = min(when + XID_CRASH_AFTER, live.ends)
-                self._cut_short(live, crash, lambda pod, t: kubelet.killed_status(pod, t, 1), None)
+                self._cut_short(live, crash, lambda pod, t: runtime.killed_status(pod, t, 1), None)
         self.ksm_dirty = True
 
     def _reclaim(self, when: float, incident: Incident) -> None:
@@ -882,7 +886,7 @@ class History:
         self.cluster.cordoned.add(incident.node)
 
         def evicted(pod, t):
-            return kubelet.disrupted_status(pod, t, "EvictionByEvictionAPI")
+            return runtime.disrupted_status(pod, t, "EvictionByEvictionAPI")
 
         for live in self._running_on(incident.node, when):
             self._cut_short(live, when, evicted, EVICTION_GRACE)

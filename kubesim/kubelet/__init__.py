@@ -1,0 +1,1 @@
+"""The kubelet: how a pod's containers run on its node over simulated time."""

@@ -7,7 +7,8 @@ import sys
 
 from kubesim.exporters import ksm
 
-from .app import DEFAULT_CLUSTER, KubeSim
+from .app import KubeSim
+from .cluster import DEFAULT_CLUSTER
 
 
 def _interrupt(signum, frame):

@@ -11,11 +11,10 @@ from kubesim.apiserver.auth import Auth
 from kubesim.apiserver.faults import Faults
 from kubesim.apiserver.server import KubeSimServer
 from kubesim.apiserver.store import Store
+from kubesim.cluster import DEFAULT_CLUSTER
 
 from .clock import Clock
 from .kubeconfig import write_kubeconfig
-
-DEFAULT_CLUSTER = os.path.join(os.path.dirname(__file__), "clusters", "demo.yaml")
 
 
 class KubeSim:

@@ -34,6 +34,7 @@ from kubesim.apiserver.errors import (
 )
 from kubesim.apiserver.resources import APPS, RESOURCES, omit_zero_job_counts
 from kubesim.clock import format_time, parse_time
+from kubesim.cluster import DEFAULT_CLUSTER
 from kubesim.controllers import jobs, scheduler, workloads, xid
 from kubesim.controllers import nodes as lifecycle
 from kubesim.exporters import dcgm, ksm
@@ -46,8 +47,6 @@ MANAGER = "kube-controller-manager"  # the field manager of the controllers' own
 TICK = 0.1  # seconds of real time between syncs
 FULL_RESYNC = 2.0  # real seconds between full scheduler retries of pending pods
 CREATE_BACKOFF = (0.5, 10.0)  # real seconds: first and longest wait after a FailedCreate
-DEFAULT_CLUSTER = Path(__file__).parent / "clusters" / "demo.yaml"
-SMALL_CLUSTER = str(Path(__file__).parent / "clusters" / "small.yaml")
 
 
 RECLAIM_MODES = ("eviction", "shutdown")

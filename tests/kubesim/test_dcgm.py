@@ -9,8 +9,7 @@ import urllib.request
 import pytest
 
 from kubesim import cluster
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.promtext import series
 from tests.kubesim.simhelpers import Clients, pod, wait_for

@@ -6,9 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kubesim.clock import format_time
-from kubesim.control import SMALL_CLUSTER
 from kubesim.controllers import jobs
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, job, wait_for
 
 

@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-from kubesim.control import SMALL_CLUSTER
 from kubesim.exporters import ksm
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.promtext import series
 from tests.kubesim.simhelpers import Clients, job, pod, wait_for

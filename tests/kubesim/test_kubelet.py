@@ -6,9 +6,8 @@ import pytest
 from kubernetes.client import ApiException
 from kubernetes.watch import Watch
 
-from kubesim.control import SMALL_CLUSTER
 from kubesim.kubelet import runtime
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, error_body, pod, wait_for
 
 

@@ -14,8 +14,7 @@ import urllib.request
 
 import pytest
 
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, pod, wait_for
 from tests.waiting import stop
 

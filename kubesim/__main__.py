@@ -79,11 +79,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     sim.start(args.port, args.host)
     if allowlist is not None:
-        sim.control_plane.ksm_allowlist = allowlist
+        sim.control_plane.exporters.ksm_allowlist = allowlist
     if args.dcgm_file_sd:
         # Listening on every address: the targets name the loopback one.
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
-        sim.control_plane.keep_file_sd(args.dcgm_file_sd, f"{host}:{sim.port}")
+        sim.control_plane.exporters.keep_file_sd(args.dcgm_file_sd, f"{host}:{sim.port}")
     if args.kubeconfig:
         sim.write_kubeconfig(args.kubeconfig)
     print(f"kubesim listening on {sim.url}", flush=True)

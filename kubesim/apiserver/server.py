@@ -268,7 +268,7 @@ class Handler(BaseHTTPRequestHandler):
             sim.store.compact()
             self._send_json(200, {"resourceVersion": sim.store.resource_version})
         elif path == "/_sim/nodes" and method == "GET" and getattr(sim, "control_plane", None):
-            self._send_json(200, sim.control_plane.node_report())
+            self._send_json(200, sim.control_plane.spot.node_report())
         elif path.startswith("/_sim/nodes/") and method == "POST":
             self._send_json(200, _node_admin(sim, path, body))
         else:
@@ -793,7 +793,7 @@ def _node_admin(sim, path: str, body) -> dict:
         if unknown:
             raise BadRequest(f"unknown field {sorted(unknown)[0]!r}")
         returns = body.get("returns_after_seconds")
-        return plane.reclaim_node(
+        return plane.spot.reclaim_node(
             name,
             body.get("mode", "eviction"),
             _seconds(body, "grace_seconds", 120),
@@ -803,12 +803,14 @@ def _node_admin(sim, path: str, body) -> dict:
         if body.get("type", "Ready") != "Ready":
             raise BadRequest('type: Unsupported value: only "Ready" can be set')
         status = body.get("status")
-        node = plane.set_node_ready(name, str(status), body.get("reason"), body.get("message"))
+        node = plane.kubelet.set_node_ready(
+            name, str(status), body.get("reason"), body.get("message")
+        )
         return {"node": name, "conditions": node["status"]["conditions"]}
     code = body.get("code")
     if isinstance(code, bool) or not isinstance(code, int) or not 0 < code < 1000:
         raise BadRequest("code: must be an XID number between 1 and 999")
-    return plane.inject_xid(name, int(gpu), code)
+    return plane.xids.inject(name, int(gpu), code)
 
 
 def deleted_status(rtype, obj: dict) -> dict:

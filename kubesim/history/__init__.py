@@ -54,7 +54,7 @@ TEAM_LABEL = "gpu-portal.io/team"
 BUSY_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 KSM_INSTANCE = "kube-state-metrics:8080"
 SPOT_LABEL = ("karpenter.sh/capacity-type", "spot")  # what the cluster file gives spot pools
-RECLAIM_GRACE = 120.0  # a reclaimed node goes this long after its notice (kubesim.control's)
+RECLAIM_GRACE = 120.0  # a reclaimed node goes this long after its notice (controllers/spot.py)
 EVICTION_GRACE = 30.0  # an evicted pod is deleted after its terminationGracePeriodSeconds
 XID_CRASH_AFTER = xid.CRASH_AFTER  # the pod on the GPU crashes this long after an XID
 ANSWER_FIELDS = [
@@ -812,7 +812,7 @@ class History:
                 del self.live[key]
                 self._changed(key[0])
 
-    # -- incidents: XIDs and spot reclaims, as kubesim.control plays them live --
+    # -- incidents: XIDs and spot reclaims, as the control plane plays them live --
 
     def _due(self, when: float, action, *args) -> None:
         self._order += 1

@@ -172,7 +172,7 @@ def test_file_sd_lists_one_target_per_gpu_node(k, tmp_path):
     with urllib.request.urlopen(f"{k.sim.url}/metrics/dcgm-targets.json", timeout=5) as response:
         served = json.loads(response.read())
     path = tmp_path / "dcgm.json"
-    k.sim.control_plane.keep_file_sd(str(path), f"127.0.0.1:{k.sim.port}")
+    k.sim.control_plane.exporters.keep_file_sd(str(path), f"127.0.0.1:{k.sim.port}")
     written = json.loads(path.read_text())
     paths = sorted(group["labels"]["__metrics_path__"] for group in written)
     assert paths == [

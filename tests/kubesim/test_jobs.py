@@ -238,7 +238,7 @@ def test_pod_failure_policy_ignores_disruptions(k):
     k.batch.create_namespaced_job(ns, job("spot", 1, {"kubesim.io/duration": "1h"}, spec))
     running(k, ns, "spot")
     (first,) = pods_of(k, ns, "spot")
-    k.sim.control_plane.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
+    k.sim.control_plane.kubelet.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
     wait_for(lambda: phases(k, ns, "spot") == ["Failed"])
     # An ignored failure still feeds the controller's back-off record (as upstream).
     k.advance(10)

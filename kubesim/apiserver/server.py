@@ -1,4 +1,5 @@
-"""HTTP front end: routing, discovery, watch streaming, faults and the request log.
+"""HTTP front end: routing, discovery, the admin API, faults and the request log; each
+verb is answered by its handler (handlers.py).
 
 Plain HTTP/1.1 with keep-alive on a ThreadingHTTPServer: each connection gets a
 thread, which is plenty for tests and the benchmark's handful of clients.
@@ -6,7 +7,6 @@ thread, which is plenty for tests and the benchmark's handful of clients.
 
 import contextlib
 import json
-import queue
 import re
 import socket
 import ssl
@@ -20,25 +20,18 @@ import yaml
 
 from kubesim.exporters.exposition import TEXT_CONTENT_TYPE
 
-from . import protobuf
-from .auth import access_review, current_user, describe
+from . import handlers, protobuf
+from .auth import current_user, describe
 from .errors import (
     ApiError,
     BadRequest,
-    Expired,
-    FieldError,
     InternalError,
-    Invalid,
-    MethodNotAllowed,
     NotFound,
     ServiceUnavailable,
     TooManyRequests,
     UnsupportedMediaType,
 )
-from .listing import list_page
 from .resources import RESOURCES, group_versions
-from .tables import to_table
-from .validation import check_apply_config, check_structure
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -55,23 +48,7 @@ KUBERNETES_VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-PATCH_TYPES = {
-    "application/merge-patch+json": "merge",
-    "application/strategic-merge-patch+json": "strategic",
-    "application/json-patch+json": "json",
-    "application/apply-patch+yaml": "apply",
-    "application/apply-patch+cbor": None,
-}
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-NAMESPACE_MISMATCH = (
-    "the namespace of the provided object does not match the namespace sent on the request"
-)
-
-
-def _name_mismatch(body_name, url_name) -> str:
-    return f"the name of the object ({body_name}) does not match the name on the URL ({url_name})"
 
 
 class DroppedConnection(Exception):
@@ -164,12 +141,12 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as error:
             if getattr(error, "attributes", None) is not None:
                 self._entry["forbidden"] = describe(error.attributes)
-            self._send_json(error.code, error.to_status(), headers=error.headers)
+            self.send_json(error.code, error.to_status(), headers=error.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug in kubesim: say so like the apiserver would
             traceback.print_exc(file=sys.stderr)
-            self._send_json(500, InternalError(f"Internal error occurred: {exc!r}").to_status())
+            self.send_json(500, InternalError(f"Internal error occurred: {exc!r}").to_status())
         finally:
             self._log()
 
@@ -179,17 +156,17 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/metrics":
             provider = self.sim.metrics_provider
             text = provider() if provider else ""
-            self._send(200, text.encode(), TEXT_CONTENT_TYPE)
+            self.send(200, text.encode(), TEXT_CONTENT_TYPE)
             return
         pages = self.sim.metrics_pages
         host, port = self.server.server_address[:2]
         address = self.headers.get("Host") or f"{host}:{port}"
         page = pages(path[len("/metrics/") :], address) if pages else None
         if page is None:
-            self._send(404, f"404 page not found: {path}\n".encode(), "text/plain; charset=utf-8")
+            self.send(404, f"404 page not found: {path}\n".encode(), "text/plain; charset=utf-8")
             return
         text, content_type = page
-        self._send(200, text.encode(), content_type)
+        self.send(200, text.encode(), content_type)
 
     def _log(self) -> None:
         """Record the request once, before its response is written: a client that has
@@ -205,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _body(self):
+    def body(self):
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0]
         if not self._raw_body:
             return None
@@ -220,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
         except (ValueError, yaml.YAMLError) as exc:
             raise BadRequest(f"the body of the request could not be decoded: {exc}") from None
 
-    def _send(self, status: int, payload: bytes, content_type: str, headers=None) -> None:
+    def send(self, status: int, payload: bytes, content_type: str, headers=None) -> None:
         self._entry["status"] = status
         self._log()
         self.send_response(status)
@@ -233,19 +210,19 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(payload)
 
-    def _send_json(self, status: int, obj, headers=None) -> None:
+    def send_json(self, status: int, obj, headers=None) -> None:
         payload = json.dumps(obj, separators=(",", ":")).encode()
-        self._send(status, payload, "application/json", headers)
+        self.send(status, payload, "application/json", headers)
 
     # --- /_sim/ admin API (never subject to faults) ---
 
     def _admin(self, method: str, path: str) -> None:
         sim = self.sim
-        body = self._body() or {}
+        body = self.body() or {}
         if path == "/_sim/requests":
             if method == "DELETE":
                 sim.request_log.clear()
-            self._send_json(200, {"items": list(sim.request_log)})
+            self.send_json(200, {"items": list(sim.request_log)})
         elif path == "/_sim/faults":
             if method in ("PUT", "POST"):
                 try:
@@ -254,23 +231,23 @@ class Handler(BaseHTTPRequestHandler):
                     raise BadRequest(str(exc)) from None
             elif method == "DELETE":
                 sim.faults.clear()
-            self._send_json(200, sim.faults.get())
+            self.send_json(200, sim.faults.get())
         elif path == "/_sim/clock":
             if method == "POST":
                 if "speed" in body:
                     sim.clock.set_speed(float(body["speed"]))
                 if "advance" in body:
                     sim.clock.advance(float(body["advance"]))
-            self._send_json(200, {"now": sim.clock.timestamp(), "speed": sim.clock.speed})
+            self.send_json(200, {"now": sim.clock.timestamp(), "speed": sim.clock.speed})
         elif path == "/_sim/state" and method == "GET":
-            self._send_json(200, sim.store.dump())
+            self.send_json(200, sim.store.dump())
         elif path == "/_sim/compact" and method == "POST":
             sim.store.compact()
-            self._send_json(200, {"resourceVersion": sim.store.resource_version})
+            self.send_json(200, {"resourceVersion": sim.store.resource_version})
         elif path == "/_sim/nodes" and method == "GET" and getattr(sim, "control_plane", None):
-            self._send_json(200, sim.control_plane.spot.node_report())
+            self.send_json(200, sim.control_plane.spot.node_report())
         elif path.startswith("/_sim/nodes/") and method == "POST":
-            self._send_json(200, _node_admin(sim, path, body))
+            self.send_json(200, _node_admin(sim, path, body))
         else:
             raise NotFound(message=f"no such admin endpoint: {method} {path}")
 
@@ -305,7 +282,7 @@ class Handler(BaseHTTPRequestHandler):
     def _api(self, method: str, path: str, query: dict) -> None:
         if path in ("/healthz", "/readyz", "/livez"):
             self._entry["verb"] = "get"
-            self._send(200, b"ok", "text/plain; charset=utf-8")
+            self.send(200, b"ok", "text/plain; charset=utf-8")
             return
         action, status, latency = self.sim.faults.decide(method, path)
         if latency:
@@ -331,14 +308,14 @@ class Handler(BaseHTTPRequestHandler):
             document = _openapi_v3(path[len("/openapi/v3") :].strip("/"))
             if document is None:
                 raise NotFound(message="the server could not find the requested resource")
-            self._send_json(200, document)
+            self.send_json(200, document)
         elif path in ("/version", "/version/"):
             self._entry["verb"] = "get"
-            self._send_json(200, KUBERNETES_VERSION)
+            self.send_json(200, KUBERNETES_VERSION)
         elif path in ("/api", "/api/"):
             self._entry["verb"] = "get"
             address = f"127.0.0.1:{self.server.server_address[1]}"
-            self._send_json(
+            self.send_json(
                 200,
                 {
                     "kind": "APIVersions",
@@ -350,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
             )
         elif path in ("/apis", "/apis/"):
             self._entry["verb"] = "get"
-            self._send_json(
+            self.send_json(
                 200,
                 {
                     "kind": "APIGroupList",
@@ -369,14 +346,14 @@ class Handler(BaseHTTPRequestHandler):
         ):
             self._entry["verb"] = "get"
             gv = "v1" if path.startswith("/api/") else path.rstrip("/")[6:]
-            self._send_json(200, _resource_list(gv))
+            self.send_json(200, _resource_list(gv))
         elif path.startswith("/apis/") and path.rstrip("/").count("/") == 2:
             group = path.rstrip("/")[6:]
             versions = [gv for gv in group_versions() if gv.startswith(group + "/")]
             if not versions:
                 return False
             self._entry["verb"] = "get"
-            self._send_json(
+            self.send_json(
                 200,
                 _api_group(group, versions[0].split("/")[1])
                 | {"kind": "APIGroup", "apiVersion": "v1"},
@@ -429,222 +406,23 @@ class Handler(BaseHTTPRequestHandler):
             name=name,
             subresource=subresource,
         )
-        store = self.sim.store
-        if rtype.read_only and method != "GET":
-            raise MethodNotAllowed()
-        if rtype.plural == "selfsubjectaccessreviews":
-            if method != "POST" or name:
-                raise MethodNotAllowed()
-            review = self._object_body(rtype, None, None, query)
-            return self._send_json(201, access_review(self.sim.auth, self._user, review))
-        dry_run = _dry_run(method, query)
-        manager = query.get("fieldManager") or _manager_from_agent(self.headers.get("User-Agent"))
-
-        if method == "GET" and watch:
-            return self._watch(rtype, namespace, query)
-        if method == "GET" and name is None:
-            objs, list_meta = list_page(store, rtype, namespace, query)
-            if self._wants_table():
-                now = self.sim.clock.now()
-                table = to_table(
-                    rtype.plural,
-                    objs,
-                    list_meta["resourceVersion"],
-                    now,
-                    query.get("includeObject", "Metadata"),
-                )
-                table["metadata"] = list_meta
-                return self._send_json(200, table)
-            return self._send_json(
-                200,
-                {
-                    "kind": rtype.list_kind,
-                    "apiVersion": rtype.api_version,
-                    "metadata": list_meta,
-                    "items": objs,
-                },
-            )
-        if method == "GET" and subresource == "log":
-            return self._send(200, _pod_log(store, namespace, name, query), "text/plain")
-        if method == "GET":
-            obj = store.get_ref(rtype.plural, namespace, name)
-            if self._wants_table():
-                now = self.sim.clock.now()
-                return self._send_json(
-                    200,
-                    to_table(
-                        rtype.plural,
-                        [obj],
-                        obj["metadata"]["resourceVersion"],
-                        now,
-                        query.get("includeObject", "Metadata"),
-                    ),
-                )
-            return self._send_json(200, obj)
-        if method == "POST" and subresource == "eviction":
-            return self._evict(namespace, name)
-        if method == "POST" and name is None:
-            body = self._object_body(rtype, namespace, None, query)
-            created = store.create(
-                rtype.plural, namespace, body, dry_run=dry_run, field_manager=manager
-            )
-            return self._send_json(201, created)
-        if method == "PUT" and name:
-            body = self._object_body(rtype, namespace, name, query)
-            updated = store.update(
-                rtype.plural,
-                namespace,
-                body,
-                subresource=subresource,
-                dry_run=dry_run,
-                field_manager=manager,
-            )
-            return self._send_json(200, updated)
-        if method == "PATCH" and name:
-            return self._patch(rtype, namespace, name, subresource, query, manager, dry_run)
-        if method == "DELETE":
-            options = self._body() or {}
-            policy = query.get("propagationPolicy") or options.get("propagationPolicy")
-            orphan = query.get("orphanDependents") or options.get("orphanDependents")
-            if policy is None and orphan in (True, "true"):
-                policy = "Orphan"
-            grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
-            if name is None:
-                deleted = store.delete_collection(
-                    rtype.plural,
-                    namespace,
-                    label_selector=query.get("labelSelector"),
-                    field_selector=query.get("fieldSelector"),
-                    propagation_policy=policy,
-                    grace_period_seconds=grace,
-                )
-                return self._send_json(
-                    200,
-                    {
-                        "kind": rtype.list_kind,
-                        "apiVersion": rtype.api_version,
-                        "metadata": {"resourceVersion": store.resource_version},
-                        "items": deleted,
-                    },
-                )
-            deleted = store.delete(
-                rtype.plural,
-                namespace,
-                name,
-                propagation_policy=policy,
-                dry_run=dry_run,
-                preconditions=options.get("preconditions"),
-                grace_period_seconds=grace,
-            )
-            if rtype.returns_deleted_object or deleted["metadata"].get("finalizers"):
-                return self._send_json(200, deleted)  # marked, not gone yet
-            return self._send_json(200, deleted_status(rtype, deleted))
-        raise MethodNotAllowed()
-
-    def _evict(self, namespace: str, name: str) -> None:
-        """policy/v1 Eviction: no PodDisruptionBudgets exist here, so it is always allowed."""
-        body = self._body()
-        if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction":
-            raise BadRequest("the body of the request was not a policy/v1 Eviction")
-        if (body.get("metadata") or {}).get("name") != name:
-            raise BadRequest("name in URL does not match name in Eviction object")
-        self.sim.store.evict(namespace, name, body.get("deleteOptions"))
-        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
-        self._send_json(201, status | {"code": 201})
-
-    def _wants_table(self) -> bool:
-        return "as=Table" in (self.headers.get("Accept") or "")
-
-    def _object_body(self, rtype, namespace, name, query) -> dict:
-        body = self._body()
-        if not isinstance(body, dict):
-            raise BadRequest("the body of the request was not a JSON object")
-        meta = body.get("metadata") or {}
-        if body.get("apiVersion") and body["apiVersion"] != rtype.api_version:
-            raise BadRequest(
-                f"the API version in the data ({body['apiVersion']}) does not match the expected "
-                f"API version ({rtype.api_version})"
-            )
-        if rtype.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
-            raise BadRequest(NAMESPACE_MISMATCH)
-        if name is not None and meta.get("name") != name:
-            raise BadRequest(_name_mismatch(meta.get("name"), name))
-        check_structure(rtype, body, strict=query.get("fieldValidation") == "Strict")
-        return body
-
-    def _patch(self, rtype, namespace, name, subresource, query, manager, dry_run) -> None:
-        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        patch_type = PATCH_TYPES.get(content_type)
-        if patch_type is None:
-            raise UnsupportedMediaType(
-                content_type, ", ".join(t for t in PATCH_TYPES if PATCH_TYPES[t])
-            )
-        body = self._body()
-        store = self.sim.store
-        if patch_type == "apply":
-            if not isinstance(body, dict):
-                raise BadRequest("apply patches must be objects")
-            meta = body.get("metadata") or {}
-            if meta.get("name") not in (None, name):
-                raise BadRequest(_name_mismatch(meta.get("name"), name))
-            if rtype.namespaced and meta.get("namespace") not in (None, namespace):
-                raise BadRequest(NAMESPACE_MISMATCH)
-            if body.get("apiVersion") != rtype.api_version or body.get("kind") != rtype.kind:
-                raise BadRequest(
-                    f"invalid object type: {body.get('apiVersion')}, Kind={body.get('kind')}"
-                )
-            field_manager = query.get("fieldManager")
-            if not field_manager:
-                raise BadRequest(
-                    "PATCH, application/apply-patch+yaml requires fieldManager to be set"
-                )
-            check_apply_config(rtype, body)
-            check_structure(rtype, body)
-            existed = _exists(store, rtype, namespace, name)
-            if not existed and self._attributes is not None:
-                self.sim.auth.authorize_create(self._user, self._attributes)
-            result = store.apply(
-                rtype.plural,
-                namespace,
-                name,
-                body,
-                field_manager=field_manager,
-                force=query.get("force") in ("true", "1"),
-                subresource=subresource,
-                dry_run=dry_run,
-            )
-            return self._send_json(200 if existed else 201, result)
-        result = store.patch(
-            rtype.plural,
+        request = handlers.Request(
+            self,
+            self.sim,
+            rtype,
             namespace,
             name,
-            body,
-            patch_type,
-            subresource=subresource,
-            field_manager=manager,
-            dry_run=dry_run,
+            subresource,
+            query,
+            user=self._user,
+            attributes=self._attributes,
         )
-        return self._send_json(200, result)
+        handlers.serve(request, method, verb)
 
-    # --- watch ---
+    # --- answering (the handlers' side of the connection) ---
 
-    def _watch(self, rtype, namespace, query) -> None:
-        store = self.sim.store
-        timeout = float(query.get("timeoutSeconds") or 1800)
-        deadline = time.monotonic() + timeout
-        send_initial = _watch_options(query)
-        bookmarks = query.get("allowWatchBookmarks") in ("1", "true", "True")
-        try:
-            watcher, initial = store.watch(
-                rtype.plural,
-                namespace,
-                resource_version=query.get("resourceVersion"),
-                label_selector=query.get("labelSelector"),
-                field_selector=query.get("fieldSelector"),
-                send_initial_events=send_initial,
-            )
-        except Expired as error:  # the watch cache says so in the stream, after a 200
-            watcher, initial = None, [("ERROR", error.to_status())]
+    def stream(self) -> None:
+        """Start a chunked 200 (a watch): logged now, as the request is answered."""
         self._entry["status"] = 200
         self._log()
         self.send_response(200)
@@ -652,128 +430,15 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
-        encode = self._watch_encoder(rtype, query.get("includeObject", "Metadata"))
-        try:
-            for event_type, obj in initial:
-                self._chunk(encode(event_type, obj))
-            if watcher is None:
-                return self._chunk(None)
-            if send_initial and bookmarks:
-                # The end of the initial events (client-go's WatchList waits for it).
-                self._chunk(encode("BOOKMARK", watcher.initial_rv, initial_events_end=True))
-            interval = self.sim.bookmark_interval
-            next_bookmark = time.monotonic() + interval
-            while not self.sim.stopping.is_set():
-                now = time.monotonic()
-                if now >= deadline:
-                    break
-                if bookmarks and now >= next_bookmark:
-                    store.bookmark(watcher)
-                    next_bookmark = now + interval
-                try:
-                    wait = min(deadline, next_bookmark if bookmarks else deadline) - now
-                    event_type, obj = watcher.queue.get(timeout=max(0.0, min(wait, 0.25)))
-                except queue.Empty:  # look at the deadline and stop flag again
-                    continue
-                self._chunk(encode(event_type, obj))
-            self._chunk(None)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        finally:
-            if watcher is not None:
-                store.unwatch(watcher)
 
-    def _watch_encoder(self, rtype, include: str):
-        """fn(event_type, obj or bookmark resourceVersion) -> the event to send: the
-        object as it is, or as a Table when the client asked (the first with the
-        column definitions, later ones without, as the apiserver's watch does)."""
-        as_table = self._wants_table()
-        now = self.sim.clock.now
-        headers = [True]
-
-        def encode(event_type, obj, *, initial_events_end=False):
-            if event_type == "BOOKMARK":
-                meta = {"resourceVersion": obj}
-                if initial_events_end:
-                    meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-                if as_table:
-                    obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-                    obj |= {"columnDefinitions": None, "rows": []}
-                else:
-                    obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": meta}
-            elif as_table and event_type != "ERROR":
-                obj = to_table(
-                    rtype.plural, [obj], obj["metadata"]["resourceVersion"], now(), include
-                )
-                if not headers[0]:
-                    obj["columnDefinitions"] = None
-                headers[0] = False
-            return {"type": event_type, "object": obj}
-
-        return encode
-
-    def _chunk(self, event) -> None:
+    def chunk(self, event) -> None:
+        """One event of a stream; None ends it."""
         if event is None:
             self.wfile.write(b"0\r\n\r\n")
         else:
             data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
-
-
-OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
-
-
-def _dry_run(method: str, query: dict) -> bool:
-    """dryRun=All, or nothing; any other value is refused before anything is written."""
-    value = query.get("dryRun")
-    if value in (None, "All") or method == "GET":
-        return value == "All"
-    raise Invalid(
-        kind=OPTIONS_KIND.get(method, "DeleteOptions"),
-        group="meta.k8s.io",
-        name="",
-        errors=[FieldError("NotSupported", "dryRun", [value], 'supported values: "All"')],
-    )
-
-
-def _watch_options(query: dict) -> bool | None:
-    """sendInitialEvents as a bool (None when absent), after the apiserver's checks of
-    the watch's list options (a 422 for ListOptions, like ValidateListOptions)."""
-    raw = query.get("sendInitialEvents")
-    send_initial = None if raw in (None, "") else raw in ("1", "true", "True")
-    match = query.get("resourceVersionMatch") or ""
-    errors = []
-    if send_initial is not None and match != "NotOlderThan":
-        errors.append(
-            FieldError(
-                "Forbidden",
-                "resourceVersionMatch",
-                detail="sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            )
-        )
-    if match:
-        if send_initial is None:
-            errors.append(
-                FieldError(
-                    "Forbidden",
-                    "resourceVersionMatch",
-                    detail="resourceVersionMatch is forbidden for watch unless sendInitialEvents "
-                    "is provided",
-                )
-            )
-        if match != "NotOlderThan":
-            errors.append(
-                FieldError(
-                    "NotSupported",
-                    "resourceVersionMatch",
-                    match,
-                    detail='supported values: "NotOlderThan"',
-                )
-            )
-    if errors:
-        raise Invalid(kind="ListOptions", group="meta.k8s.io", name="", errors=errors)
-    return send_initial
 
 
 _NODE_ADMIN = re.compile(r"^/_sim/nodes/([^/]+)/(reclaim|condition|gpus/(\d+)/xid)$")
@@ -813,109 +478,11 @@ def _node_admin(sim, path: str, body) -> dict:
     return plane.xids.inject(name, int(gpu), code)
 
 
-def deleted_status(rtype, obj: dict) -> dict:
-    """The Status the registry's finalizeDelete answers for an object deleted at once
-    (no code; `kind` in details is the resource, as upstream sets it)."""
-    meta = obj["metadata"]
-    details = {"name": meta["name"], "group": rtype.group, "kind": rtype.plural}
-    details["uid"] = meta["uid"]
-    if not rtype.group:
-        del details["group"]  # omitempty
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": details,
-    }
-
-
 def _seconds(body: dict, field: str, default) -> float:
     value = body.get(field, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10**7:
         raise BadRequest(f"{field}: must be a number of seconds between 0 and 10000000")
     return float(value)
-
-
-def _pod_log(store, namespace: str, name: str, query: dict) -> bytes:
-    """GET pods/{name}/log: the apiserver picks the container (validateContainer), a pod
-    without a node has an empty log, and the kubelet picks the container's run
-    (validateContainerLogStatus): the current one, or with `previous=true` the one in
-    lastState, refusing a container that has not started yet or never restarted.
-    `tailLines` and then `limitBytes` cut the answer."""
-    pod = store.get_ref("pods", namespace, name)
-    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-    container = query.get("container") or ""
-    if not container:
-        if len(names) != 1:
-            raise BadRequest(
-                f"a container name must be specified for pod {name}, "
-                f"choose one of: [{' '.join(names)}]"
-            )
-        container = names[0]
-    elif container not in names:
-        raise BadRequest(f"container {container} is not valid for pod {name}")
-    tail = _log_option(name, query, "tailLines", 0, "must be greater than or equal to 0")
-    limit = _log_option(name, query, "limitBytes", 1, "must be greater than 0")
-    previous = query.get("previous") in ("true", "1", "True")
-    bound = bool((pod.get("spec") or {}).get("nodeName"))
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    status = next((s for s in statuses if s.get("name") == container), {})
-    state = status.get("state") or {}
-    log_key = "" if container == names[0] else container
-    # A pod without a node: LogLocation has no kubelet to ask, an empty stream (a log
-    # handed to a bare kubesim with store.append_log is served all the same).
-    if previous and not bound:
-        text = ""
-    elif previous:
-        last = (status.get("lastState") or {}).get("terminated") or {}
-        if not last.get("containerID"):
-            raise BadRequest(
-                f'previous terminated container "{container}" in pod "{name}" not found'
-            )
-        # Until a newer container starts, the one in lastState is the latest.
-        text = store.read_log(namespace, name, log_key, previous="waiting" not in state)
-    else:
-        text = store.read_log(namespace, name, log_key)
-    if text is None and not bound:
-        text = ""
-    if text is None:
-        reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
-        raise BadRequest(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
-    if tail is not None:
-        text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
-    data = text.encode()
-    return data[:limit] if limit is not None else data
-
-
-def _log_option(pod_name: str, query: dict, option: str, least: int, message: str) -> int | None:
-    value = query.get(option)
-    if value is None:
-        return None
-    try:
-        value = int(value)
-    except ValueError:
-        raise BadRequest(f"{option}: invalid integer {value!r}") from None
-    if value < least:
-        raise Invalid(
-            kind="PodLogOptions",
-            name=pod_name,
-            errors=[FieldError("Invalid", option, value, message)],
-        )
-    return value
-
-
-def _exists(store, rtype, namespace, name) -> bool:
-    try:
-        store.get_ref(rtype.plural, namespace, name)
-        return True
-    except NotFound:
-        return False
-
-
-def _manager_from_agent(agent: str | None) -> str:
-    """The apiserver names a manager after the client's user agent, up to the first '/'."""
-    return (agent or "unknown").split("/")[0][:128] or "unknown"
 
 
 def _api_group(group: str, version: str) -> dict:

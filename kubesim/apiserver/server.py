@@ -7,7 +7,6 @@ thread, which is plenty for tests and the benchmark's handful of clients.
 
 import contextlib
 import json
-import re
 import socket
 import ssl
 import sys
@@ -20,7 +19,7 @@ import yaml
 
 from kubesim.exporters.exposition import TEXT_CONTENT_TYPE
 
-from . import handlers, protobuf
+from . import admin, handlers, protobuf
 from .auth import current_user, describe
 from .errors import (
     ApiError,
@@ -127,7 +126,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if path.startswith("/_sim/"):
                 self._entry["verb"] = "admin"
-                self._admin(method, path)
+                self.send_json(200, admin.answer(self.sim, method, path, self.body() or {}))
             elif path == "/metrics" or path.startswith("/metrics/"):
                 self._entry["verb"] = "get"
                 self._metrics(path)
@@ -213,43 +212,6 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status: int, obj, headers=None) -> None:
         payload = json.dumps(obj, separators=(",", ":")).encode()
         self.send(status, payload, "application/json", headers)
-
-    # --- /_sim/ admin API (never subject to faults) ---
-
-    def _admin(self, method: str, path: str) -> None:
-        sim = self.sim
-        body = self.body() or {}
-        if path == "/_sim/requests":
-            if method == "DELETE":
-                sim.request_log.clear()
-            self.send_json(200, {"items": list(sim.request_log)})
-        elif path == "/_sim/faults":
-            if method in ("PUT", "POST"):
-                try:
-                    sim.faults.set(**body)
-                except (TypeError, ValueError) as exc:
-                    raise BadRequest(str(exc)) from None
-            elif method == "DELETE":
-                sim.faults.clear()
-            self.send_json(200, sim.faults.get())
-        elif path == "/_sim/clock":
-            if method == "POST":
-                if "speed" in body:
-                    sim.clock.set_speed(float(body["speed"]))
-                if "advance" in body:
-                    sim.clock.advance(float(body["advance"]))
-            self.send_json(200, {"now": sim.clock.timestamp(), "speed": sim.clock.speed})
-        elif path == "/_sim/state" and method == "GET":
-            self.send_json(200, sim.store.dump())
-        elif path == "/_sim/compact" and method == "POST":
-            sim.store.compact()
-            self.send_json(200, {"resourceVersion": sim.store.resource_version})
-        elif path == "/_sim/nodes" and method == "GET" and getattr(sim, "control_plane", None):
-            self.send_json(200, sim.control_plane.spot.node_report())
-        elif path.startswith("/_sim/nodes/") and method == "POST":
-            self.send_json(200, _node_admin(sim, path, body))
-        else:
-            raise NotFound(message=f"no such admin endpoint: {method} {path}")
 
     # --- Kubernetes API ---
 
@@ -439,50 +401,6 @@ class Handler(BaseHTTPRequestHandler):
             data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
-
-
-_NODE_ADMIN = re.compile(r"^/_sim/nodes/([^/]+)/(reclaim|condition|gpus/(\d+)/xid)$")
-
-
-def _node_admin(sim, path: str, body) -> dict:
-    """POST /_sim/nodes/{name}/reclaim | condition | gpus/{index}/xid."""
-    match = _NODE_ADMIN.match(path)
-    plane = getattr(sim, "control_plane", None)
-    if not match or plane is None:
-        raise NotFound(message=f"no such admin endpoint: POST {path}")
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    name, action, gpu = match.groups()
-    if action == "reclaim":
-        unknown = set(body) - {"mode", "grace_seconds", "returns_after_seconds"}
-        if unknown:
-            raise BadRequest(f"unknown field {sorted(unknown)[0]!r}")
-        returns = body.get("returns_after_seconds")
-        return plane.spot.reclaim_node(
-            name,
-            body.get("mode", "eviction"),
-            _seconds(body, "grace_seconds", 120),
-            None if returns is None else _seconds(body, "returns_after_seconds", 0),
-        )
-    if action == "condition":
-        if body.get("type", "Ready") != "Ready":
-            raise BadRequest('type: Unsupported value: only "Ready" can be set')
-        status = body.get("status")
-        node = plane.kubelet.set_node_ready(
-            name, str(status), body.get("reason"), body.get("message")
-        )
-        return {"node": name, "conditions": node["status"]["conditions"]}
-    code = body.get("code")
-    if isinstance(code, bool) or not isinstance(code, int) or not 0 < code < 1000:
-        raise BadRequest("code: must be an XID number between 1 and 999")
-    return plane.xids.inject(name, int(gpu), code)
-
-
-def _seconds(body: dict, field: str, default) -> float:
-    value = body.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10**7:
-        raise BadRequest(f"{field}: must be a number of seconds between 0 and 10000000")
-    return float(value)
 
 
 def _api_group(group: str, version: str) -> dict:

@@ -18,7 +18,7 @@ def _interrupt(signum, frame):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["history"]:
-        from .history import main as history_main
+        from .history.cli import main as history_main
 
         return history_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)

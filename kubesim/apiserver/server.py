@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from kubesim.exporters.exposition import TEXT_CONTENT_TYPE
+from kubesim.exposition import TEXT_CONTENT_TYPE
 
 from . import admin, handlers, protobuf
 from .auth import current_user, describe

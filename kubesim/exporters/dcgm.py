@@ -21,12 +21,12 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
+from kubesim import exposition
 from kubesim.clock import parse_time
 from kubesim.cluster import GPU_MODELS, Device, node_devices
 from kubesim.controllers import xid
 from kubesim.controllers.scheduler import held_device_keys
-from kubesim.exporters import exposition
-from kubesim.exporters.exposition import Family
+from kubesim.exposition import Family
 from kubesim.kubelet import runtime
 
 DRIVER_VERSION = "550.90.07"

@@ -22,7 +22,7 @@ from kubesim import quantity
 from kubesim.apiserver.quota import is_extended
 from kubesim.clock import parse_time
 from kubesim.cluster import MIG_PROFILE_MEMORY
-from kubesim.exporters.exposition import Family, go_float, render, sanitize
+from kubesim.exposition import Family, go_float, render, sanitize
 
 S = "[STABLE] "  # kube-state-metrics prefixes the help of stable families
 FAMILIES = [

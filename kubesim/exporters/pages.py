@@ -7,7 +7,7 @@ import os
 
 from kubesim.apiserver.errors import NotFound
 from kubesim.exporters import dcgm, ksm
-from kubesim.exporters.exposition import TEXT_CONTENT_TYPE
+from kubesim.exposition import TEXT_CONTENT_TYPE
 
 
 class Exporters:

@@ -13,7 +13,7 @@ from kubesim.clock import format_time
 from kubesim.controllers import nodes as lifecycle
 from kubesim.controllers import scheduler, xid
 from kubesim.exporters import dcgm, ksm
-from kubesim.exporters.exposition import go_float, scraped, series_key
+from kubesim.exposition import go_float, scraped, series_key
 from kubesim.kubelet import runtime
 
 from .objects import Live, new_live, object_uid, sync_job

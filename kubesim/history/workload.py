@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import yaml
 
 from kubesim import cluster
-from kubesim.exporters.exposition import go_float
+from kubesim.exposition import go_float
 from kubesim.kubelet import runtime
 
 

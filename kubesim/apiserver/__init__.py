@@ -1,2 +1,2 @@
-"""The API server: HTTP front end, storage and registry, admission's semantics,
-validation, patching, listing, tables, authentication and RBAC."""
+"""The API server: the HTTP front end and its handlers (one per verb), storage and
+registry, admission, validation, patching, listing, tables, authentication and RBAC."""

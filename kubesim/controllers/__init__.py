@@ -1,2 +1,3 @@
-"""The controllers and the scheduler: what kube-controller-manager and
-kube-scheduler decide, as pure functions over plain dicts."""
+"""kube-controller-manager and kube-scheduler: one module per controller (the part
+that reads the store and writes the results), each beside the pure module of its
+decisions (jobs, workloads, nodes, scheduler, xid)."""

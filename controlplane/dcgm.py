@@ -2,7 +2,7 @@
 
 No dcgm-exporter can run without GPUs, so this stands in for its DaemonSet: one
 page per GPU node (`/metrics/dcgm/<node>`), rendered by kubesim's exporter
-(kubesim/dcgm.py: the same fields, labels and utilisation model) from the
+(kubesim/exporters/dcgm.py: the same fields, labels and utilisation model) from the
 nodes and running pods that the API server holds, so billing meters a real
 cluster with real kube-state-metrics series beside it. `/targets` lists the
 pages as Prometheus http_sd target groups.
@@ -28,9 +28,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cluster import inventory
 from gpu_requests.devices import parse_quantity
-from kubesim import dcgm
 from kubesim.cluster import Device, gpu_uuid
-from kubesim.scheduler import DEVICES_ANNOTATION, assign_devices, held_device_keys
+from kubesim.controllers.scheduler import DEVICES_ANNOTATION, assign_devices, held_device_keys
+from kubesim.exporters import dcgm
 
 HOST = "127.0.0.1"
 REFRESH_SECONDS = 1.0  # one list of nodes and pods serves every page scraped within it

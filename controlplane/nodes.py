@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from kubesim import cluster
-from kubesim.app import DEFAULT_CLUSTER
+from kubesim.cluster import DEFAULT_CLUSTER
 
 KWOK_LABEL = "kwok.x-k8s.io/node"
 KWOK_MANAGED = "fake"  # the value KWOK's label selector looks for

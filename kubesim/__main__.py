@@ -5,8 +5,10 @@ import argparse
 import signal
 import sys
 
-from . import ksm
-from .app import DEFAULT_CLUSTER, KubeSim
+from kubesim.exporters import ksm
+
+from .app import KubeSim
+from .cluster import DEFAULT_CLUSTER
 
 
 def _interrupt(signum, frame):
@@ -16,7 +18,7 @@ def _interrupt(signum, frame):
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["history"]:
-        from .history import main as history_main
+        from .history.cli import main as history_main
 
         return history_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m kubesim", description=__doc__)
@@ -77,11 +79,11 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     sim.start(args.port, args.host)
     if allowlist is not None:
-        sim.control_plane.ksm_allowlist = allowlist
+        sim.control_plane.exporters.ksm_allowlist = allowlist
     if args.dcgm_file_sd:
         # Listening on every address: the targets name the loopback one.
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
-        sim.control_plane.keep_file_sd(args.dcgm_file_sd, f"{host}:{sim.port}")
+        sim.control_plane.exporters.keep_file_sd(args.dcgm_file_sd, f"{host}:{sim.port}")
     if args.kubeconfig:
         sim.write_kubeconfig(args.kubeconfig)
     print(f"kubesim listening on {sim.url}", flush=True)

@@ -1,20 +1,18 @@
 """KubeSim: the store, clock and faults behind one HTTP server, plus the control plane."""
 
 import collections
-import importlib
 import json
 import os
 import secrets
 import threading
 
-from .auth import Auth
-from .clock import Clock
-from .faults import Faults
-from .kubeconfig import write_kubeconfig
-from .server import KubeSimServer
-from .store import Store
-
-DEFAULT_CLUSTER = os.path.join(os.path.dirname(__file__), "clusters", "demo.yaml")
+from kubesim import control
+from kubesim.apiserver.auth import Auth
+from kubesim.apiserver.faults import Faults
+from kubesim.apiserver.server import KubeSimServer
+from kubesim.apiserver.store import Store
+from kubesim.clock import Clock
+from kubesim.kubeconfig import write_kubeconfig
 
 
 class KubeSim:
@@ -59,7 +57,7 @@ class KubeSim:
         control_plane=False gives a bare API server (no nodes, controllers or quota
         admission): what the API tests use so nothing writes behind their back.
         auth=True (implied by a token_auth_file) authenticates and authorizes every
-        API request (see kubesim/auth.py)."""
+        API request (see kubesim/apiserver/auth.py)."""
         sim = cls(speed=speed)
         if tls:
             sim.enable_tls()
@@ -68,9 +66,8 @@ class KubeSim:
         if state and os.path.exists(state):
             with open(state) as handle:
                 sim.store.load(json.load(handle))
-        control = _control_module() if control_plane else None
-        if control is not None:
-            control.install(sim, path or DEFAULT_CLUSTER)
+        if control_plane:
+            control.install(sim, path)
         return sim
 
     def enable_auth(self, token_auth_file: str | None = None) -> Auth:
@@ -85,7 +82,7 @@ class KubeSim:
 
     def enable_tls(self):
         """Serve HTTPS (before start()); the kubeconfigs written trust kubesim's CA."""
-        from .tls import Certificates  # cryptography, only when asked for
+        from kubesim.apiserver.tls import Certificates  # cryptography, only when asked for
 
         self.certificates = Certificates()
         return self.certificates
@@ -151,13 +148,3 @@ class KubeSim:
         with open(tmp, "w") as handle:
             handle.write(text)
         os.replace(tmp, path)
-
-
-def _control_module():
-    """K2's control plane (kubesim/control.py); absent while it is being written."""
-    try:
-        return importlib.import_module("kubesim.control")
-    except ModuleNotFoundError as exc:
-        if exc.name != "kubesim.control":
-            raise
-        return None

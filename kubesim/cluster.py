@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+DEFAULT_CLUSTER = str(Path(__file__).parent / "clusters" / "demo.yaml")
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_SUFFIX = "-SHARED"  # GFD's product suffix on time-sliced GPUs
 MIG_PREFIX = "nvidia.com/mig-"

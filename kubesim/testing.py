@@ -3,8 +3,12 @@
 import contextlib
 import os
 import tempfile
+from pathlib import Path
 
 from .app import KubeSim
+
+# kubesim's own tests' cluster: 5 nodes, every kind of GPU node once.
+SMALL_CLUSTER = str(Path(__file__).parent / "clusters" / "small.yaml")
 
 
 @contextlib.contextmanager

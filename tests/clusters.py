@@ -147,7 +147,7 @@ class KubesimBackend(Backend):
         """Prometheus scrape jobs for the cluster's DCGM exporter pages (file_sd, without
         honor_labels, as a DaemonSet is scraped) and kube-state-metrics."""
         targets = os.path.join(directory, "dcgm-targets.json")
-        self.sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{self.sim.port}")
+        self.sim.control_plane.exporters.keep_file_sd(targets, f"127.0.0.1:{self.sim.port}")
         return (
             "  - job_name: dcgm\n"
             f"    file_sd_configs: [{{files: ['{targets}'], refresh_interval: 1s}}]\n"

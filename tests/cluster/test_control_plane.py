@@ -13,7 +13,7 @@ import pytest
 from controlplane.dcgm import DcgmExporter
 from controlplane.nodes import KWOK_LABEL
 from kubesim import cluster as cluster_file
-from kubesim.app import DEFAULT_CLUSTER
+from kubesim.cluster import DEFAULT_CLUSTER
 from tests.clusters import KubernetesBackend
 from tests.waiting import wait_for
 

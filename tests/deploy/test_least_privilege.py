@@ -32,7 +32,7 @@ from cluster.models import GpuNode
 from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor
 from idle import workloads as idle_workloads
-from kubesim.auth import Attributes, rule_allows
+from kubesim.apiserver.auth import Attributes, rule_allows
 from provisioning import actions
 from provisioning.models import TeamSync
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures

@@ -3,7 +3,7 @@
 import pytest
 from kubernetes import client
 
-from kubesim.errors import Forbidden
+from kubesim.apiserver.errors import Forbidden
 from tests.kubesim.apihelpers import job_manifest, quota_manifest, sim_request, status_body
 
 

@@ -5,8 +5,7 @@ when a suspended Job may change its scheduling directives."""
 import pytest
 from kubernetes import client
 
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.apihelpers import job_manifest, status_body
 from tests.kubesim.simhelpers import Clients, pod
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kubesim.patch import strategic_merge
+from kubesim.apiserver.patch import strategic_merge
 from tests.kubesim.apihelpers import job_manifest, quota_manifest, status_body
 
 QUOTA_PATH = "/api/v1/namespaces/default/resourcequotas/gpu"

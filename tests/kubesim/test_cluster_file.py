@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from kubesim import cluster
-from kubesim.control import DEFAULT_CLUSTER
+from kubesim.cluster import DEFAULT_CLUSTER
 from kubesim.testing import running_kubesim
 from tests.kubesim.simhelpers import Clients
 

@@ -9,8 +9,7 @@ import urllib.request
 import pytest
 
 from kubesim import cluster
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.promtext import series
 from tests.kubesim.simhelpers import Clients, pod, wait_for
@@ -173,7 +172,7 @@ def test_file_sd_lists_one_target_per_gpu_node(k, tmp_path):
     with urllib.request.urlopen(f"{k.sim.url}/metrics/dcgm-targets.json", timeout=5) as response:
         served = json.loads(response.read())
     path = tmp_path / "dcgm.json"
-    k.sim.control_plane.keep_file_sd(str(path), f"127.0.0.1:{k.sim.port}")
+    k.sim.control_plane.exporters.keep_file_sd(str(path), f"127.0.0.1:{k.sim.port}")
     written = json.loads(path.read_text())
     paths = sorted(group["labels"]["__metrics_path__"] for group in written)
     assert paths == [

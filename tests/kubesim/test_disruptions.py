@@ -9,8 +9,7 @@ import requests
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import (
     Clients,
     condition,

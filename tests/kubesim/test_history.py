@@ -16,8 +16,7 @@ import urllib.request
 import pytest
 import yaml
 
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.simhelpers import Clients, pod, wait_for
 from tests.kubesim.test_prometheus import free_port, prometheus_binary  # noqa: F401

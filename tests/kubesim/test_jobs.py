@@ -5,10 +5,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubesim import jobs
 from kubesim.clock import format_time
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.controllers import jobs
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, job, wait_for
 
 
@@ -239,7 +238,7 @@ def test_pod_failure_policy_ignores_disruptions(k):
     k.batch.create_namespaced_job(ns, job("spot", 1, {"kubesim.io/duration": "1h"}, spec))
     running(k, ns, "spot")
     (first,) = pods_of(k, ns, "spot")
-    k.sim.control_plane.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
+    k.sim.control_plane.kubelet.disrupt_pod(ns, first.metadata.name, "TerminationByKubelet")
     wait_for(lambda: phases(k, ns, "spot") == ["Failed"])
     # An ignored failure still feeds the controller's back-off record (as upstream).
     k.advance(10)

@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-from kubesim import ksm
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.exporters import ksm
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim import promtext
 from tests.kubesim.promtext import series
 from tests.kubesim.simhelpers import Clients, job, pod, wait_for
@@ -210,16 +209,16 @@ def test_nodes_namespaces_and_quotas(k):
 
 
 def test_the_allowlist_is_configurable(k):
-    plane = k.sim.control_plane
+    exporters = k.sim.control_plane.exporters
     try:
-        plane.ksm_allowlist = ksm.parse_allowlist("nodes=[*],pods=[]")
+        exporters.ksm_allowlist = ksm.parse_allowlist("nodes=[*],pods=[]")
         _, samples = scrape(k)
         ((labels, _),) = series(samples, "kube_node_labels", node="cpu-0")
         assert labels["label_kubernetes_io_hostname"] == "cpu-0"
         assert not series(samples, "kube_pod_labels")
         assert not series(samples, "kube_namespace_labels")
     finally:
-        plane.ksm_allowlist = ksm.DEFAULT_ALLOWLIST
+        exporters.ksm_allowlist = ksm.DEFAULT_ALLOWLIST
 
 
 def test_a_bad_allowlist_stops_the_command_line_with_a_message():

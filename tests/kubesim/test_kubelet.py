@@ -6,9 +6,8 @@ import pytest
 from kubernetes.client import ApiException
 from kubernetes.watch import Watch
 
-from kubesim import kubelet
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.kubelet import runtime
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, error_body, pod, wait_for
 
 
@@ -113,7 +112,7 @@ def test_a_failing_container_waits_in_crash_loop_back_off(k):
 
 
 def test_the_back_off_doubles_up_to_five_minutes():
-    assert [kubelet.crash_back_off(n) for n in range(1, 8)] == [10, 20, 40, 80, 160, 300, 300]
+    assert [runtime.crash_back_off(n) for n in range(1, 8)] == [10, 20, 40, 80, 160, 300, 300]
 
 
 def test_a_bound_pod_is_container_creating_before_it_runs(k):
@@ -177,7 +176,7 @@ def test_gpu_profiles():
     now = datetime(2025, 1, 1, 12, 0, 30, tzinfo=UTC)
 
     def util(annotations):
-        return kubelet.gpu_utilisation({"metadata": {"annotations": annotations}}, now, "n/0")
+        return runtime.gpu_utilisation({"metadata": {"annotations": annotations}}, now, "n/0")
 
     assert util({"kubesim.io/gpu-profile": "idle"}) == 0.0
     assert 0.85 <= util({}) <= 0.95  # busy by default
@@ -199,30 +198,30 @@ def test_idle_after_and_daily_profiles_follow_the_clock():
         },
         "status": {"startTime": "2025-01-01T08:00:00Z"},
     }
-    assert kubelet.gpu_utilisation(pod, started + timedelta(minutes=119), "n/0") == 0.7
-    assert kubelet.gpu_utilisation(pod, started + timedelta(minutes=120), "n/0") == 0
+    assert runtime.gpu_utilisation(pod, started + timedelta(minutes=119), "n/0") == 0.7
+    assert runtime.gpu_utilisation(pod, started + timedelta(minutes=120), "n/0") == 0
     pod["metadata"]["annotations"] = {
         "kubesim.io/gpu-profile": "daily",
         "kubesim.io/gpu-busy-hours": "22:00-02:00",  # wraps midnight
     }
     at = {hour: datetime(2025, 1, 2, hour, 30, tzinfo=UTC) for hour in (1, 2, 12, 23)}
-    busy = {hour: kubelet.gpu_utilisation(pod, moment, "n/0") for hour, moment in at.items()}
+    busy = {hour: runtime.gpu_utilisation(pod, moment, "n/0") for hour, moment in at.items()}
     assert busy == {1: 0.9, 2: 0, 12: 0, 23: 0.9}
 
 
 def test_framebuffer_level_is_capped_at_the_device():
-    load = kubelet.GpuLoad(fb_used_mib=30000)
+    load = runtime.GpuLoad(fb_used_mib=30000)
     assert load.framebuffer_used(81559, 0.5) == 30000
     assert load.framebuffer_used(23034, 0.5) == 23034
-    assert kubelet.GpuLoad().framebuffer_used(10000, 0.0) == 800
+    assert runtime.GpuLoad().framebuffer_used(10000, 0.0) == 800
 
 
 def test_durations_parse_like_go():
-    assert kubelet.parse_duration("300s") == 300
-    assert kubelet.parse_duration("5m") == 300
-    assert kubelet.parse_duration("1h30m") == 5400
-    assert kubelet.parse_duration("90") == 90
-    assert kubelet.parse_duration("bogus") == kubelet.DEFAULT_DURATION
+    assert runtime.parse_duration("300s") == 300
+    assert runtime.parse_duration("5m") == 300
+    assert runtime.parse_duration("1h30m") == 5400
+    assert runtime.parse_duration("90") == 90
+    assert runtime.parse_duration("bogus") == runtime.DEFAULT_DURATION
 
 
 def test_logs_honour_limit_bytes_and_previous(k):

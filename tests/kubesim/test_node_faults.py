@@ -13,8 +13,7 @@ import requests
 from kubernetes.client.rest import ApiException
 
 from kubesim.clock import parse_time
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import (
     Clients,
     condition,

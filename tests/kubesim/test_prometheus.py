@@ -14,8 +14,7 @@ import urllib.request
 
 import pytest
 
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, pod, wait_for
 from tests.waiting import stop
 
@@ -135,7 +134,7 @@ def test_prometheus_scrapes_per_node_dcgm_through_file_sd_and_kube_state_metrics
     with running_kubesim(SMALL_CLUSTER) as sim:
         k = Clients(sim)
         targets = os.path.join(prometheus.directory, "dcgm-targets.json")
-        sim.control_plane.keep_file_sd(targets, f"127.0.0.1:{sim.port}")
+        sim.control_plane.exporters.keep_file_sd(targets, f"127.0.0.1:{sim.port}")
         vision, nlp = k.namespace("vision"), k.namespace("nlp")
         long_run = {"kubesim.io/duration": "1h"}
         k.core.create_namespaced_pod(

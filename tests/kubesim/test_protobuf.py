@@ -6,8 +6,8 @@ import urllib.request
 
 import pytest
 
-from kubesim import protobuf
-from kubesim.errors import BadRequest
+from kubesim.apiserver import protobuf
+from kubesim.apiserver.errors import BadRequest
 
 
 def varint(value: int) -> bytes:

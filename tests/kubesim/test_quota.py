@@ -3,8 +3,7 @@
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, error_body, pod, wait_for
 
 

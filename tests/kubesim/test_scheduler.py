@@ -3,9 +3,8 @@ spot), gpu-mig-0 (A100 MIG all-balanced), cpu-0, cpu-1; GPU nodes are tainted.""
 
 import pytest
 
-from kubesim import scheduler
-from kubesim.control import SMALL_CLUSTER
-from kubesim.testing import running_kubesim
+from kubesim.controllers import scheduler
+from kubesim.testing import SMALL_CLUSTER, running_kubesim
 from tests.kubesim.simhelpers import Clients, pod, wait_for
 
 

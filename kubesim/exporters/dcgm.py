@@ -21,11 +21,13 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 
-from kubesim import exposition, kubelet, xid
+from kubesim import exposition
 from kubesim.clock import parse_time
 from kubesim.cluster import GPU_MODELS, Device, node_devices
+from kubesim.controllers import xid
+from kubesim.controllers.scheduler import held_device_keys
 from kubesim.exposition import Family
-from kubesim.scheduler import held_device_keys
+from kubesim.kubelet import runtime
 
 DRIVER_VERSION = "550.90.07"
 XID_ANNOTATION = "kubesim.io/xid"
@@ -155,7 +157,7 @@ def _power(model_name: str, mig_profile: str | None) -> tuple[float, float]:
 
 def sample(
     device: Device,
-    loads: list[tuple[kubelet.GpuLoad, float]],
+    loads: list[tuple[runtime.GpuLoad, float]],
     at: float,
     xid: int,
     meter: EnergyMeter,
@@ -174,9 +176,9 @@ def sample(
     utilisation, used = min(utilisation, 1.0), min(used, device.memory_mib)
     idle_watts, max_watts = _power(device.model_name, device.mig_profile)
     power = idle_watts + (max_watts - idle_watts) * utilisation
-    power = max(power + kubelet.noise(device.key + "/power", at, max_watts / 350), 0.0)
+    power = max(power + runtime.noise(device.key + "/power", at, max_watts / 350), 0.0)
     energy = meter.read(device.key, at, power, idle_watts, boot)
-    temperature = 31 + 45 * utilisation + kubelet.noise(device.key + "/temp", at, 1.5)
+    temperature = 31 + 45 * utilisation + runtime.noise(device.key + "/temp", at, 1.5)
     idle_clock, max_clock = SM_CLOCKS.get(device.model_name, (210, 1410))
     return {
         "DCGM_FI_DEV_SM_CLOCK": max_clock if utilisation > 0.01 else idle_clock,
@@ -237,10 +239,10 @@ def boot_time(node: dict, default: float) -> float:
     return parse_time(created).timestamp() if created else default
 
 
-def pod_load(pod: dict, at: float) -> tuple[kubelet.GpuLoad, float]:
+def pod_load(pod: dict, at: float) -> tuple[runtime.GpuLoad, float]:
     status = pod.get("status") or {}
     started = parse_time(status["startTime"]).timestamp() if status.get("startTime") else at
-    return kubelet.GpuLoad.from_annotations(pod), started
+    return runtime.GpuLoad.from_annotations(pod), started
 
 
 def physical_devices(devices: list[Device]) -> list[tuple[Device, list[str]]]:

@@ -9,7 +9,8 @@ import functools
 import json
 import re
 
-from . import quantity
+from kubesim import quantity
+
 from .errors import BadRequest, FieldError, Invalid, TypedPatchError
 from .quota import is_extended
 from .resources import ResourceType

@@ -124,7 +124,7 @@ RESOURCES: dict[str, ResourceType] = {
         ResourceType(
             "networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1", True, ("netpol",)
         ),
-        # Answered, never stored (`kubectl auth can-i`): see kubesim/auth.py.
+        # Answered, never stored (`kubectl auth can-i`): see kubesim/apiserver/auth.py.
         ResourceType(
             "selfsubjectaccessreviews",
             "SelfSubjectAccessReview",

@@ -19,10 +19,10 @@ import re
 from fractions import Fraction
 
 from kubesim import quantity
+from kubesim.apiserver.quota import is_extended
 from kubesim.clock import parse_time
 from kubesim.cluster import MIG_PROFILE_MEMORY
 from kubesim.exposition import Family, go_float, render, sanitize
-from kubesim.quota import is_extended
 
 S = "[STABLE] "  # kube-state-metrics prefixes the help of stable families
 FAMILIES = [

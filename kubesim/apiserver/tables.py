@@ -1,7 +1,7 @@
 """Server-side printing: the `Table` responses kubectl asks for, with the columns a real
 apiserver prints (pkg/printers/internalversion), computed on simulated time."""
 
-from .clock import parse_time
+from kubesim.clock import parse_time
 
 
 def human_duration(seconds: float) -> str:

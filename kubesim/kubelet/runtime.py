@@ -24,8 +24,8 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from kubesim.apiserver.store import DISRUPTION_TARGET, set_pod_condition
 from kubesim.clock import format_time, parse_time
-from kubesim.store import DISRUPTION_TARGET, set_pod_condition
 
 PREFIX = "kubesim.io/"
 DEFAULT_DURATION = 180.0

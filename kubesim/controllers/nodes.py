@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timedelta
 
 from kubesim.clock import parse_time
-from kubesim.scheduler import UNSCHEDULABLE_TAINT, tolerates
+from kubesim.controllers.scheduler import UNSCHEDULABLE_TAINT, tolerates
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"

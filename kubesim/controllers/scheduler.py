@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from fractions import Fraction
 
-from kubesim import quantity, xid
+from kubesim import quantity
+from kubesim.apiserver.quota import effective, is_extended
 from kubesim.cluster import Device, node_devices
-from kubesim.quota import effective, is_extended
+from kubesim.controllers import xid
 
 DEVICES_ANNOTATION = "kubesim.io/gpu-devices"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

@@ -19,8 +19,8 @@ import copy
 import hashlib
 import math
 
-from kubesim.jobs import pod_name
-from kubesim.selectors import labels_match, selector_from_label_selector
+from kubesim.apiserver.selectors import labels_match, selector_from_label_selector
+from kubesim.controllers.jobs import pod_name
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"

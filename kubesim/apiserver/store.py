@@ -12,8 +12,9 @@ import uuid
 from collections import defaultdict, deque
 from datetime import timedelta
 
+from kubesim.clock import Clock, format_time
+
 from . import patch as patching
-from .clock import Clock, format_time
 from .errors import AlreadyExists, BadRequest, Conflict, Expired, Forbidden, NotFound
 from .resources import (
     RESOURCES,

@@ -34,8 +34,8 @@ from cluster.models import DraAllocation
 from gpu_requests import actions as quota_actions
 from gpu_requests.emails import one_line
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
-from provisioning.manifests import namespace_name
 from teams import errors
+from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
@@ -60,11 +60,8 @@ def check_hour(moment, name="hour"):
 
 def teams_by_namespace(teams=None):
     """{namespace: team id} by the portal's own namespace naming (one query)."""
-    prefix = settings.PORTAL_NAMESPACE_PREFIX
     teams = Team.objects.all() if teams is None else teams
-    return {
-        namespace_name(slug, prefix): team_id for team_id, slug in teams.values_list("pk", "slug")
-    }
+    return {namespace_of(slug): team_id for team_id, slug in teams.values_list("pk", "slug")}
 
 
 def reserved_seconds(hour):

@@ -10,8 +10,9 @@ from cluster import kube
 from cluster.inventory import Dra, claimed_devices, quota_usage, take_inventory
 from cluster.models import DraAllocation, FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import Flavor, Team, namespace_of
+from gpu_requests.models import Flavor, Team
 from teams import errors
+from teams.namespaces import namespace_of
 
 
 def record_inventory(cluster=None, now=None):

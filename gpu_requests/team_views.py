@@ -21,8 +21,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, hooks, timezones
-from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label, namespace_of
+from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label
 from teams import errors
+from teams.namespaces import namespace_of
 
 HISTORY_PAGE_SIZE = 25
 
@@ -66,8 +67,11 @@ class TeamForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         slug, name = cleaned.get("slug"), cleaned.get("name")
-        if slug and len(namespace_of(slug)) > 63:
-            self.add_error("slug", f"The namespace {namespace_of(slug)} would be too long.")
+        try:
+            if slug:
+                namespace_of(slug)
+        except ValueError as exc:  # the slug fits, but not with the prefix before it
+            self.add_error("slug", str(exc))
         if slug and Team.objects.filter(slug=slug).exists():
             self.add_error("slug", "Another team has this short name.")
         if name and Team.objects.filter(name=name).exists():

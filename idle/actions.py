@@ -17,7 +17,7 @@ from cluster import clock, kube
 from gpu_requests import actions as quota_actions
 from gpu_requests import hooks
 from gpu_requests.formats import gpu_hours, money
-from gpu_requests.models import AuditEvent, Flavor, Team, namespace_of
+from gpu_requests.models import AuditEvent, Flavor, Team
 from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
 from idle.models import (
@@ -31,6 +31,7 @@ from idle.models import (
     effective,
 )
 from teams import errors
+from teams.namespaces import namespace_of
 
 FIELDS = ("idle_minutes", "grace_minutes", "mode", "enabled")
 

@@ -31,10 +31,9 @@ from billing.models import (
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from cluster.models import DraAllocation
-from gpu_requests import actions as quota_actions
 from gpu_requests.emails import one_line
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
-from teams import errors
+from teams import access, errors
 from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)
@@ -379,7 +378,7 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
     force for their hour, so a backdated rate re-prices the hours from its
     start to the next rate.
     """
-    if not quota_actions.can_review(by):
+    if not access.can_review(by):
         raise errors.NotAllowed("Only platform admins can change prices.")
     effective_from = validate_rate(
         flavor, effective_from, price=price, mig_parent=mig_parent, mig_basis=mig_basis
@@ -423,7 +422,7 @@ def reprice_from(start):
 def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
     """Set (or with None, remove) a team's monthly budget and its mode; audited with
     the old and new values. Its managers and platform admins only."""
-    if not quota_actions.can_manage(by, team):
+    if not access.can_manage(by, team):
         raise errors.NotAllowed("Only the team's managers and platform admins set budgets.")
     if amount is not None:
         amount = Decimal(amount)

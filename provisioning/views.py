@@ -21,12 +21,12 @@ from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_r
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
-from teams import errors
+from teams import access, errors
 from teams.namespaces import namespace_of
 
 
 def _require_reviewer(user):
-    if not quota_actions.can_review(user):
+    if not access.can_review(user):
         raise PermissionDenied("Only platform admins can see the cluster.")
 
 

@@ -260,11 +260,6 @@ class QuotaRequestQuerySet(models.QuerySet):
             overlap &= Q(starts_at__lt=ends_at)
         return self.filter(overlap)
 
-    def reserved_at(self, instant):
-        return self.filter(starts_at__lte=instant).filter(
-            Q(ends_at__isnull=True) | Q(ends_at__gt=instant)
-        )
-
 
 class FollowKind(models.TextChoices):
     MORE_TIME = "more_time", "More time"

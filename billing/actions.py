@@ -430,8 +430,10 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
             raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
     if mode not in Budget.Mode.values:
         raise ValidationError({"mode": f"Give one of {', '.join(Budget.Mode.values)}."})
-    # The row is locked so that two concurrent changes audit what each replaced.
-    old = Budget.objects.select_for_update().filter(team=team).first()
+    # The team's row is locked, not the budget's, which may not be there yet: two
+    # concurrent changes, first ones too, take turns and audit what each replaced.
+    Team.objects.select_for_update().only("pk").get(pk=team.pk)
+    old = Budget.objects.filter(team=team).first()
     before = "none" if old is None else _budget_words(old.monthly_amount, old.mode)
     if amount is None:
         if old is None:

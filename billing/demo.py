@@ -227,10 +227,9 @@ def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=pr
             covered = (until - start) // timedelta(days=1)
             if covered >= told + 5 or until == end:
                 told = covered
-                progress(
-                    f"history: {(until - start) / timedelta(days=1):.0f} of "
-                    f"{(end - start) / timedelta(days=1):.0f} days in Prometheus blocks"
-                )
+                # Whole days, as `days` counts them: the span also holds today's
+                # hours, which rounded to one more day from noon UTC on.
+                progress(f"history: {covered} of {days} days in Prometheus blocks")
         if generator.wait(timeout=1800):
             raise subprocess.CalledProcessError(
                 generator.returncode, "kubesim history", stderr=generator.stderr.read()

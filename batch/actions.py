@@ -33,6 +33,7 @@ from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
 from gpu_requests import hooks
 from gpu_requests.models import Flavor
+from teams import access
 from teams.errors import IllegalTransition, NotAllowed
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ def save_window(window, *, by, capacity, **fields):
     approvals lock them, so an approval and a window change of one flavor
     cannot both pass the check on stale figures.
     """
-    if not quota_actions.can_review(by):
+    if not access.can_review(by):
         raise NotAllowed("Only platform admins can change batch windows.")
     list(Flavor.objects.select_for_update().filter(pk__in=[f.pk for f in capacity]).order_by("pk"))
     rule = occurrences.WeeklyRule(
@@ -233,7 +234,7 @@ def estimate_for(data, windows):
 
 def can_cancel(user, job):
     """Its submitter, the team's managers and platform admins."""
-    return job.created_by_id == user.pk or quota_actions.can_manage(user, job.team)
+    return job.created_by_id == user.pk or access.can_manage(user, job.team)
 
 
 def _record(job, *, action, from_status, to_status, actor=None, reason=""):
@@ -272,7 +273,7 @@ def validate_job(data, *, by, now=None):
     now = now or clock.now()
     errors = {}
     team = data.get("team")
-    if team is not None and not (quota_actions.is_member(by, team) or quota_actions.can_review(by)):
+    if team is not None and not (access.is_member(by, team) or access.can_review(by)):
         errors["team"] = ["You are not a member of this team."]
     elif team is not None and quota_actions.is_archived(team):
         errors["team"] = [f"{team.name} is archived and takes no new work."]
@@ -360,7 +361,7 @@ def cancel(job, *, by, reason=""):
 @transaction.atomic
 def release_past_budget(job, *, by, reason=""):
     """Let one held job run past its team's hard budget: platform admins, audited."""
-    if not quota_actions.can_review(by):
+    if not access.can_review(by):
         raise NotAllowed("Only platform admins can release a job past its team's budget.")
     updated = BatchJob.objects.filter(
         pk=job.pk, status__in=BatchJob.PLANNABLE, budget_override=False

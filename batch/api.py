@@ -27,7 +27,6 @@ from batch.serializers import (
     WindowSerializer,
 )
 from cluster import clock
-from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from gpu_requests.api import (
     ERROR_400,
@@ -39,6 +38,7 @@ from gpu_requests.api import (
 )
 from gpu_requests.models import Team
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
+from teams import access
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)
 
@@ -184,7 +184,7 @@ def _instant(params, name):
 
 def visible_jobs(user):
     jobs = BatchJob.objects.all()
-    if not quota_actions.can_review(user):
+    if not access.can_review(user):
         jobs = jobs.filter(team__memberships__user=user)
     return jobs
 

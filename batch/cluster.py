@@ -25,7 +25,7 @@ from cluster import clock, kube
 from cluster.outbox import Outbox
 from gpu_requests import hooks, inputs
 from gpu_requests.notices import Notice, absolute
-from provisioning.manifests import namespace_name
+from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)
 Status = BatchJob.Status
@@ -37,7 +37,7 @@ job_sync = Outbox(
 
 
 def job_namespace(team):
-    return namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+    return namespace_of(team.slug)
 
 
 # --- quota: what the team's namespace holds for batch ---

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from batch import actions
-from gpu_requests import actions as quota_actions
 from gpu_requests.forms import FlavorChoiceField
 from gpu_requests.models import Flavor
+from teams import access
 
 SECRET_REF = re.compile(r"^secret:([^/\s]+)/(\S+)$")
 
@@ -102,7 +102,7 @@ class BatchJobForm(forms.Form):
     def __init__(self, user, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        teams = quota_actions.teams_for(user)
+        teams = access.teams_for(user)
         self.fields["team"].queryset = teams
         if not self.is_bound and len(teams) == 1:
             self.fields["team"].initial = teams[0].pk

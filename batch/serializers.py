@@ -10,9 +10,9 @@ from rest_framework import serializers
 from batch import validation, waiting
 from batch.actions import JOB_FIELDS
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
-from gpu_requests import actions as quota_actions
 from gpu_requests.models import Flavor
 from gpu_requests.serializers import AwareDateTimeField
+from teams import access
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -143,7 +143,7 @@ class JobCreateSerializer(serializers.Serializer):
     )
 
     def validate_team(self, slug):
-        team = quota_actions.teams_for(self.context["request"].user).filter(slug=slug).first()
+        team = access.teams_for(self.context["request"].user).filter(slug=slug).first()
         if team is None:
             raise serializers.ValidationError(
                 f"Unknown team {slug!r}, or you are not one of its members."

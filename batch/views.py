@@ -19,10 +19,9 @@ from batch.cluster import job_namespace
 from batch.forms import BatchJobForm
 from batch.models import BatchJob, BatchWindow
 from cluster import clock
-from gpu_requests import actions as quota_actions
 from gpu_requests import formats, inputs
 from gpu_requests.forms import ReasonForm
-from teams import errors
+from teams import access, errors
 
 
 def _get_job_for_user(user, pk):
@@ -41,8 +40,8 @@ def calendar_view(request):
     # Past the horizon: its last week (a link kept from yesterday); not a number: the first.
     shown = min(inputs.whole_number(request.GET.get("week", "0")) or 0, weeks - 1)
     windows = actions.windows_with_occurrences(now, ends_at)
-    reviewer = quota_actions.can_review(request.user)
-    team_ids = [] if reviewer else [t.pk for t in quota_actions.teams_for(request.user)]
+    reviewer = access.can_review(request.user)
+    team_ids = [] if reviewer else [t.pk for t in access.teams_for(request.user)]
     # Admins see the whole; a share is a member's view.
     rows = calendar.occurrence_rows(windows, team_ids=team_ids)
     by_flavor = {}
@@ -90,7 +89,7 @@ def job_list(request):
     context = {
         "page": page,
         "statuses": BatchJob.Status.choices,
-        "teams": quota_actions.teams_for(request.user),
+        "teams": access.teams_for(request.user),
         "windows": BatchWindow.objects.all(),
         "selected": request.GET,
     }
@@ -131,7 +130,7 @@ def job_detail(request, pk):
         "namespace": job_namespace(job.team),
         "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
         "waiting": waiting.explain(job),
-        "can_release": quota_actions.can_review(request.user),
+        "can_release": access.can_review(request.user),
     }
     return render(request, "batch/job_detail.html", context)
 

@@ -141,9 +141,10 @@ def main():
 
         from cluster import kube
         from gpu_requests import actions
-        from gpu_requests.models import Flavor, Membership, QuotaRequest, Team, namespace_of
+        from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
         from provisioning import manifests
         from provisioning.models import TeamSync
+        from teams.namespaces import namespace_of
 
         setup_test_environment()  # locmem mail in this process
         cluster = kube.Cluster(kube.load_configuration(kubeconfig), timeout=10)

@@ -31,11 +31,10 @@ from billing.models import (
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from cluster.models import DraAllocation
-from gpu_requests import actions as quota_actions
 from gpu_requests.emails import one_line
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
-from provisioning.manifests import namespace_name
-from teams import errors
+from teams import access, errors
+from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
@@ -60,11 +59,8 @@ def check_hour(moment, name="hour"):
 
 def teams_by_namespace(teams=None):
     """{namespace: team id} by the portal's own namespace naming (one query)."""
-    prefix = settings.PORTAL_NAMESPACE_PREFIX
     teams = Team.objects.all() if teams is None else teams
-    return {
-        namespace_name(slug, prefix): team_id for team_id, slug in teams.values_list("pk", "slug")
-    }
+    return {namespace_of(slug): team_id for team_id, slug in teams.values_list("pk", "slug")}
 
 
 def reserved_seconds(hour):
@@ -382,7 +378,7 @@ def add_rate(flavor, effective_from, *, by, price=None, mig_parent=None, mig_bas
     force for their hour, so a backdated rate re-prices the hours from its
     start to the next rate.
     """
-    if not quota_actions.can_review(by):
+    if not access.can_review(by):
         raise errors.NotAllowed("Only platform admins can change prices.")
     effective_from = validate_rate(
         flavor, effective_from, price=price, mig_parent=mig_parent, mig_basis=mig_basis
@@ -426,7 +422,7 @@ def reprice_from(start):
 def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
     """Set (or with None, remove) a team's monthly budget and its mode; audited with
     the old and new values. Its managers and platform admins only."""
-    if not quota_actions.can_manage(by, team):
+    if not access.can_manage(by, team):
         raise errors.NotAllowed("Only the team's managers and platform admins set budgets.")
     if amount is not None:
         amount = Decimal(amount)
@@ -434,8 +430,10 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
             raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
     if mode not in Budget.Mode.values:
         raise ValidationError({"mode": f"Give one of {', '.join(Budget.Mode.values)}."})
-    # The row is locked so that two concurrent changes audit what each replaced.
-    old = Budget.objects.select_for_update().filter(team=team).first()
+    # The team's row is locked, not the budget's, which may not be there yet: two
+    # concurrent changes, first ones too, take turns and audit what each replaced.
+    Team.objects.select_for_update().only("pk").get(pk=team.pk)
+    old = Budget.objects.filter(team=team).first()
     before = "none" if old is None else _budget_words(old.monthly_amount, old.mode)
     if amount is None:
         if old is None:

@@ -14,10 +14,10 @@ from rest_framework.views import APIView
 
 from billing import actions, exports, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
-from gpu_requests import actions as quota_actions
 from gpu_requests.api import ReviewersWrite
 from gpu_requests.models import Flavor
 from gpu_requests.serializers import ErrorSerializer
+from teams import access
 
 GROUPS = ("team", "flavor", "day", "workload")
 
@@ -73,7 +73,7 @@ class UsageView(APIView):
         query = UsageQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        teams = quota_actions.teams_for(request.user)
+        teams = access.teams_for(request.user)
         if params.get("team"):
             teams = teams.filter(slug=params["team"])
             if not teams.exists():
@@ -191,7 +191,7 @@ class BudgetsView(APIView):
     @extend_schema(responses=BudgetSerializer(many=True))
     def get(self, request):
         """Budgets of your teams (every team's for platform admins)."""
-        budgets = Budget.objects.filter(team__in=quota_actions.teams_for(request.user))
+        budgets = Budget.objects.filter(team__in=access.teams_for(request.user))
         rows = budgets.values_list("team__slug", "monthly_amount", "mode").order_by("team__slug")
         return Response(
             [
@@ -211,7 +211,7 @@ class BudgetsView(APIView):
         serializer = BudgetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        team = quota_actions.teams_for(request.user).filter(slug=data["team"]).first()
+        team = access.teams_for(request.user).filter(slug=data["team"]).first()
         if team is None:
             raise Http404("No such team among yours.")
         budget = actions.set_budget(

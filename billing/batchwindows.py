@@ -11,11 +11,10 @@ from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.db.models import Q
 
 from batch.models import BatchJob, BatchWindow
-from provisioning.manifests import namespace_name
+from teams.namespaces import namespace_of
 
 HOUR = timedelta(hours=1)
 
@@ -33,11 +32,10 @@ def offpeak_factors(hour):
         window__isnull=False, opens_at__lt=hour + HOUR, closes_at__gt=hour
     ).values_list("pk", "team__slug", "opens_at", "closes_at", "window__price_factor")
     factors = {}
-    prefix = settings.PORTAL_NAMESPACE_PREFIX
     for pk, slug, opens_at, closes_at, factor in jobs:
         share = Decimal(_overlap(opens_at, closes_at, hour)) / Decimal(3600)
         name = BatchJob(pk=pk).kubernetes_name
-        factors[(namespace_name(slug, prefix), name)] = 1 - share * (1 - factor)
+        factors[(namespace_of(slug), name)] = 1 - share * (1 - factor)
     return factors
 
 

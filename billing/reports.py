@@ -18,7 +18,7 @@ from billing.rates import RateCard
 from gpu_requests import formats, inputs
 from gpu_requests.formats import with_article
 from gpu_requests.models import Flavor, Team
-from provisioning.manifests import namespace_name
+from teams.namespaces import namespace_of
 
 CENT = Decimal("0.01")
 TOP_IDLE = 10
@@ -179,7 +179,7 @@ def team_report(team, month, view="month", now=None):
     report["burn_chart"] = _burn_down(report["daily"], month, report["budget"], report["forecast"])
     ledger = WorkloadUsage.objects.filter(team=team)
     if view == "24h":
-        namespace = namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+        namespace = namespace_of(team.slug)
         namespaces = {namespace: (team.slug, team.name)}
         report["picture"] = idle.recent_picture(
             namespaces, now or timezone.now(), ledger, idle.label_in_zone("%d %b %H:%M")
@@ -535,9 +535,8 @@ def cluster_picture(month, view="month", now=None):
     queries there, two here)."""
     ledger = WorkloadUsage.objects.all()
     if view == "24h":
-        prefix = settings.PORTAL_NAMESPACE_PREFIX
         namespaces = {
-            namespace_name(slug, prefix): (slug, name)
+            namespace_of(slug): (slug, name)
             for slug, name in Team.objects.values_list("slug", "name")
         }
         return idle.recent_picture(

@@ -12,14 +12,13 @@ from django.views.decorators.http import require_POST
 from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
-from gpu_requests import actions as quota_actions
 from gpu_requests import hooks
-from teams import errors
+from teams import access, errors
 
 
 def _team_for_user(user, slug):
     """The team if `user` is in it or reviews quota, else 404."""
-    return get_object_or_404(quota_actions.teams_for(user).distinct(), slug=slug)
+    return get_object_or_404(access.teams_for(user).distinct(), slug=slug)
 
 
 def _month(request):
@@ -44,9 +43,9 @@ def _export(rows, keys, filename):
 
 @login_required
 def overview(request):
-    if quota_actions.can_review(request.user):
+    if access.can_review(request.user):
         return redirect("billing_admin")
-    team = quota_actions.teams_for(request.user).first()
+    team = access.teams_for(request.user).first()
     if team is None:
         raise Http404("You are in no team.")
     return redirect("billing_team", slug=team.slug)
@@ -55,7 +54,7 @@ def overview(request):
 @login_required
 def team_page(request, slug):
     # One query: the team, and the others whose pages the viewer may switch to.
-    teams = list(quota_actions.teams_for(request.user).distinct().order_by("name"))
+    teams = list(access.teams_for(request.user).distinct().order_by("name"))
     team = next((t for t in teams if t.slug == slug), None)
     if team is None:
         raise Http404("No such team.")
@@ -87,8 +86,8 @@ def team_page(request, slug):
         # Every workload of the month, not the page's top ten.
         rows = WorkloadUsage.objects.filter(team=team, hour__gte=month.start, hour__lt=month.end)
         return _export(queries.workload_usage(rows), keys, f"{slug}-{month.label}-workloads.csv")
-    reviewer = quota_actions.can_review(request.user)
-    can_set_budget = reviewer or quota_actions.can_manage(request.user, team)
+    reviewer = access.can_review(request.user)
+    can_set_budget = access.can_manage(request.user, team)
     return render(
         request,
         "billing/team.html",
@@ -163,7 +162,7 @@ def workload_page(request, slug, namespace, kind, name):
 
 @login_required
 def admin_page(request):
-    if not quota_actions.can_review(request.user):
+    if not access.can_review(request.user):
         raise PermissionDenied("Only platform admins see every team's spend.")
     month, passed_over = _month(request)
     # Who pays for idle GPUs first, unless asked otherwise.
@@ -236,7 +235,7 @@ def admin_page(request):
 
 @login_required
 def health_page(request):
-    reviewer = quota_actions.can_review(request.user)
+    reviewer = access.can_review(request.user)
     error = None
     events = []
     days = health.span_days(request.GET.get("days"))
@@ -245,7 +244,7 @@ def health_page(request):
     except prometheus.PrometheusError as exc:
         error = str(exc)
     if not reviewer:
-        mine = set(actions.teams_by_namespace(quota_actions.teams_for(request.user)))
+        mine = set(actions.teams_by_namespace(access.teams_for(request.user)))
         for event in events:
             if event["namespace"] not in mine:
                 event["namespace"] = event["pod"] = ""

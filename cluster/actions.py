@@ -10,8 +10,9 @@ from cluster import kube
 from cluster.inventory import Dra, claimed_devices, quota_usage, take_inventory
 from cluster.models import DraAllocation, FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import Flavor, Team, namespace_of
-from teams import errors
+from gpu_requests.models import Flavor, Team
+from teams import access, errors
+from teams.namespaces import namespace_of
 
 
 def record_inventory(cluster=None, now=None):
@@ -122,7 +123,7 @@ def read_dra(cluster):
 
 def set_capacity_override(flavor, override, *, by):
     """Pin a flavor's capacity (None: follow the inventory again)."""
-    if not quota_actions.can_review(by):
+    if not access.can_review(by):
         raise errors.NotAllowed("Only platform admins can set capacity.")
     with transaction.atomic():
         capacity, _ = FlavorCapacity.objects.get_or_create(flavor=flavor)

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from cluster import actions
 from cluster.models import FlavorCapacity, GpuNode
 from gpu_requests import actions as quota_actions
-from gpu_requests.actions import can_review
+from teams.access import can_review
 
 
 @admin.register(FlavorCapacity)

@@ -25,6 +25,7 @@ from gpu_requests.models import (
     Team,
     estimate_cost,
 )
+from teams import access
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 
 Status = QuotaRequest.Status
@@ -86,7 +87,7 @@ def check_capacity(flavor, gpus, now=None):
 def change_capacity(flavor, gpus, *, by, reason=""):
     """Set how many GPUs of a flavor approvals may reserve; refused below what
     is already reserved. One audit event (no team), old and new in the reason."""
-    if not can_review(by):
+    if not access.can_review(by):
         raise NotAllowed("Only platform admins can change capacity.")
     if gpus < 0:
         raise IllegalTransition("Capacity cannot be negative.")
@@ -110,18 +111,11 @@ def change_capacity(flavor, gpus, *, by, reason=""):
     return flavor
 
 
-def can_review(user):
-    return user.is_active and user.has_perm("gpu_requests.review_quotarequest")
-
-
-def is_member(user, team):
-    return team.memberships.filter(user=user).exists()
-
-
 def can_cancel(user, quota_request):
+    """The requester and the team's managers; admins reject or revoke instead."""
     if quota_request.requested_by_id == user.pk:
         return True
-    return quota_request.team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
+    return access.is_manager(user, quota_request.team)
 
 
 _DENIED = {
@@ -136,7 +130,7 @@ def require(action, user, quota_request):
     """Raise NotAllowed unless `user` may take `action` (approve, reject, cancel or
     revoke) on `quota_request`. The API asks before it reads the reason, so someone
     without the right is told so whatever they sent."""
-    may = can_cancel(user, quota_request) if action == Action.CANCEL else can_review(user)
+    may = can_cancel(user, quota_request) if action == Action.CANCEL else access.can_review(user)
     if not may:
         raise NotAllowed(_DENIED[action])
 
@@ -218,7 +212,7 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
     """Field errors for a new request, as a dict of lists (empty when valid)."""
     now = now or timezone.now()
     errors = {}
-    if team is not None and not (is_member(by, team) or can_review(by)):
+    if team is not None and not (access.is_member(by, team) or access.can_review(by)):
         errors["team"] = ["You are not a member of this team."]
     elif team is not None and is_archived(team):
         errors["team"] = [f"{team.name} is archived and takes no new quota."]
@@ -505,7 +499,7 @@ def _move_due(rows, *, action):
 @transaction.atomic
 def archive_team(team, *, by, reason="Team archived"):
     """Revoke the team's reserved quota and take no more; its namespace and data stay."""
-    if not can_review(by):
+    if not access.can_review(by):
         raise NotAllowed("Only platform admins can archive teams.")
     now = timezone.now()
     if not Team.objects.filter(pk=team.pk, archived_at__isnull=True).update(archived_at=now):
@@ -526,7 +520,9 @@ MAX_COMMENT = 4000
 
 def can_comment(user, quota_request):
     """The requester, the team's managers and the reviewers talk on a request."""
-    return can_review(user) or can_cancel(user, quota_request)
+    if quota_request.requested_by_id == user.pk:
+        return True
+    return access.can_manage(user, quota_request.team)
 
 
 @transaction.atomic
@@ -558,17 +554,10 @@ def comment(quota_request, *, by, body):
 # Teams and their members
 
 
-def can_manage(user, team):
-    """Platform admins and the team's managers manage its members."""
-    if can_review(user):
-        return True
-    return team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
-
-
 @transaction.atomic
 def create_team(*, name, slug, by):
     """A new team (its namespace is named after `slug`); the creator is not made a member."""
-    if not can_review(by):
+    if not access.can_review(by):
         raise NotAllowed("Only platform admins can create teams.")
     if inputs.has_control_characters(name):
         raise ValidationError(
@@ -588,7 +577,7 @@ def _member_event(team, action, *, by, user, reason):
 
 
 def _require_manager(team, by):
-    if not can_manage(by, team):
+    if not access.can_manage(by, team):
         raise NotAllowed(f"Only {team.name}'s managers and platform admins manage its members.")
     if is_archived(team):
         raise IllegalTransition(f"{team.name} is archived.")
@@ -645,9 +634,3 @@ def set_role(team, user, role, *, by):
         team, Action.ROLE_CHANGE, by=by, user=user, reason=f"{user.username}: {role.label.lower()}"
     )
     return membership
-
-
-def teams_for(user):
-    if can_review(user):
-        return Team.objects.all()
-    return Team.objects.filter(memberships__user=user)

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from gpu_requests import actions, hooks, inputs
 from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
-from teams import errors
+from teams import access, errors
 
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"
@@ -149,7 +149,7 @@ class FlavorAdmin(admin.ModelAdmin):
         # and only platform admins change it.
         inventory = getattr(obj, "inventory", None)
         counted = inventory is not None and inventory.observed_at is not None
-        if obj is not None and (counted or not actions.can_review(request.user)):
+        if obj is not None and (counted or not access.can_review(request.user)):
             return ["capacity"]
         return []
 
@@ -238,7 +238,7 @@ class QuotaRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return False  # its audit history must outlive it
 
     def has_review_permission(self, request):
-        return actions.can_review(request.user)
+        return access.can_review(request.user)
 
     @admin.display(description="Estimated cost", ordering="estimated_cost")
     def cost(self, quota_request):

@@ -30,6 +30,7 @@ from gpu_requests.serializers import (
     ReasonSerializer,
     TeamSerializer,
 )
+from teams import access
 from teams.api import ErrorSerializer, Pagination
 from teams.schema import ERRORS
 
@@ -60,7 +61,7 @@ class ReviewersWrite(permissions.IsAuthenticated):
     def has_permission(self, request, view):
         if not super().has_permission(request, view):
             return False
-        if request.method in permissions.SAFE_METHODS or actions.can_review(request.user):
+        if request.method in permissions.SAFE_METHODS or access.can_review(request.user):
             return True
         self.message = getattr(view, "write_denied", "Only platform admins can do this.")
         return False
@@ -75,7 +76,7 @@ class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         # The sync row joins the team's query: no query per team for `sync`.
-        return actions.teams_for(self.request.user).select_related("sync")
+        return access.teams_for(self.request.user).select_related("sync")
 
 
 class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
@@ -128,7 +129,7 @@ class QuotaRequestViewSet(
 
     def get_queryset(self):
         requests = QuotaRequest.objects.all()
-        if not actions.can_review(self.request.user):
+        if not access.can_review(self.request.user):
             requests = requests.filter(team__memberships__user=self.request.user)
         requests = requests.select_related("team", "flavor", "requested_by")
         if self.action == "list":

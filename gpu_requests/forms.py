@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from gpu_requests import actions, capacity, inputs, matching
 from gpu_requests.models import MAX_TEXT_LENGTH, Flavor, QuotaRequest, estimate_cost
+from teams import access
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).
 DATETIME_LOCAL_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
@@ -72,7 +73,7 @@ class QuotaRequestForm(forms.Form):
         self.fields["starts_at"].label = f"Starts ({zone})"
         self.fields["ends_at"].label = f"Ends ({zone})"
         counted(self.fields["justification"], "count-justification")
-        teams = actions.teams_for(user)
+        teams = access.teams_for(user)
         self.fields["team"].queryset = teams
         self.fields["follows"].queryset = QuotaRequest.objects.filter(
             team__in=teams, status__in=QuotaRequest.RESERVING

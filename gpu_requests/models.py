@@ -12,6 +12,7 @@ from django.db.models.functions import Concat
 from django.urls import reverse
 
 from gpu_requests import devices
+from teams.namespaces import namespace_of
 
 # The one limit on what people type: a request's justification and a
 # decision's reason, in the web form, the API and the admin alike. Longer text
@@ -87,11 +88,6 @@ class Team(models.Model):
     def sync_status(self):
         record = self.sync_record
         return SyncStatus.NOT_PROVISIONED if record is None else SyncStatus(record.status)
-
-
-def namespace_of(slug):
-    """The Kubernetes namespace a team with this slug gets (PORTAL_NAMESPACE_PREFIX + slug)."""
-    return f"{settings.PORTAL_NAMESPACE_PREFIX}{slug}"
 
 
 class Membership(models.Model):
@@ -263,11 +259,6 @@ class QuotaRequestQuerySet(models.QuerySet):
         if ends_at is not None:
             overlap &= Q(starts_at__lt=ends_at)
         return self.filter(overlap)
-
-    def reserved_at(self, instant):
-        return self.filter(starts_at__lte=instant).filter(
-            Q(ends_at__isnull=True) | Q(ends_at__gt=instant)
-        )
 
 
 class FollowKind(models.TextChoices):

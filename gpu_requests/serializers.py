@@ -5,7 +5,6 @@ the same answers."""
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from gpu_requests import actions
 from gpu_requests.models import (
     MAX_TEXT_LENGTH,
     AuditEvent,
@@ -14,6 +13,7 @@ from gpu_requests.models import (
     SyncStatus,
     Team,
 )
+from teams import access
 from teams.api import ErrorSerializer
 
 
@@ -140,7 +140,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
         user = self.context["request"].user
         # Teams the caller cannot see are reported as unknown: their existence
         # is no more disclosed here than by GET teams/{slug}/.
-        team = actions.teams_for(user).filter(slug=slug).first()
+        team = access.teams_for(user).filter(slug=slug).first()
         if team is None:
             raise serializers.ValidationError(
                 f"Unknown team {slug!r}, or you are not one of its members."

@@ -21,8 +21,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, hooks, timezones
-from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label, namespace_of
-from teams import errors
+from gpu_requests.models import AuditEvent, Membership, Team, dns1123_label
+from teams import access, errors
+from teams.namespaces import namespace_of
 
 HISTORY_PAGE_SIZE = 25
 
@@ -66,8 +67,11 @@ class TeamForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         slug, name = cleaned.get("slug"), cleaned.get("name")
-        if slug and len(namespace_of(slug)) > 63:
-            self.add_error("slug", f"The namespace {namespace_of(slug)} would be too long.")
+        try:
+            if slug:
+                namespace_of(slug)
+        except ValueError as exc:  # the slug fits, but not with the prefix before it
+            self.add_error("slug", str(exc))
         if slug and Team.objects.filter(slug=slug).exists():
             self.add_error("slug", "Another team has this short name.")
         if name and Team.objects.filter(name=name).exists():
@@ -77,7 +81,7 @@ class TeamForm(forms.Form):
 
 def _team_for(user, slug):
     """The team if `user` is in it or reviews, else 404."""
-    teams = actions.teams_for(user)
+    teams = access.teams_for(user)
     return get_object_or_404(teams, slug=slug)
 
 
@@ -89,7 +93,7 @@ def team_page(request, slug):
 
 def _team_context(request, team, form):
     """Members, the add form and a page of the team's audit history. Five queries."""
-    can_manage = actions.can_manage(request.user, team)
+    can_manage = access.can_manage(request.user, team)
     history = Paginator(
         AuditEvent.objects.filter(team=team)
         .select_related("actor", "quota_request")
@@ -110,7 +114,7 @@ def _team_context(request, team, form):
 
 def _manage(request, slug):
     team = _team_for(request.user, slug)
-    if not actions.can_manage(request.user, team):
+    if not access.can_manage(request.user, team):
         raise PermissionDenied(f"Only {team.name}'s managers and platform admins manage it.")
     return team
 
@@ -190,7 +194,7 @@ def member_remove(request, slug, user_id):
 @login_required
 def team_new(request):
     """Admins create a team: the form, then the namespace it gets, then confirm."""
-    if not actions.can_review(request.user):
+    if not access.can_review(request.user):
         raise PermissionDenied("Only platform admins can create teams.")
     form = TeamForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

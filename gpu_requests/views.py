@@ -25,7 +25,7 @@ from gpu_requests import actions, capacity, hooks, inputs, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, ReasonForm, flavor_offers
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
-from teams import errors
+from teams import access, errors
 
 Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)
@@ -34,7 +34,7 @@ HORIZON = timedelta(days=30)
 def _visible_requests(user):
     """Requests `user` may see: their teams' (reviewers: all), with what a row shows."""
     visible = QuotaRequest.objects.select_related("team", "flavor", "requested_by")
-    if not actions.can_review(user):
+    if not access.can_review(user):
         visible = visible.filter(team__memberships__user=user)
     return visible
 
@@ -46,7 +46,7 @@ def _get_request_for_user(user, pk):
 
 def _require_reviewer(user):
     # 403, not 404: the queue's address is no secret, only its contents are.
-    if not actions.can_review(user):
+    if not access.can_review(user):
         raise PermissionDenied("Only platform admins can review quota requests.")
 
 
@@ -67,12 +67,12 @@ def dashboard(request):
     reservations, the pending requests (the first few per team, with their
     count, by window functions) and the recent decisions.
     """
-    reviewer = actions.can_review(request.user)
+    reviewer = access.can_review(request.user)
     # The sync row comes in the same query (a LEFT JOIN); the namespace quota as the
     # inventory task last read it (cluster's NamespaceQuota, by its reverse accessor)
     # in one more.
     teams = (
-        actions.teams_for(request.user)
+        access.teams_for(request.user)
         .select_related("sync")
         .prefetch_related("quota_usage")
         .order_by("name", "pk")
@@ -109,9 +109,7 @@ def dashboard(request):
         "panels": panels,
         "page": page,
         # Names only, for the filter: no model instance per team.
-        "all_teams": actions.teams_for(request.user).values_list("slug", "name")
-        if reviewer
-        else [],
+        "all_teams": access.teams_for(request.user).values_list("slug", "name") if reviewer else [],
         "query": urlencode({"team": selected}) if selected else "",
         "selected": selected,
         "show_filter": reviewer,
@@ -265,7 +263,7 @@ def request_list(request):
     """Every request the user may see, filtered, sorted and paged by the address's
     query string (bookmarkable, no JavaScript needed). Six queries: session, user,
     the filter's team and flavor choices, the count and the page."""
-    teams = actions.teams_for(request.user).values_list("slug", "name")
+    teams = access.teams_for(request.user).values_list("slug", "name")
     flavors = Flavor.objects.values_list("slug", "name")
     form = RequestFilter(request.GET, teams=list(teams), flavors=list(flavors))
     if form.is_valid():
@@ -299,7 +297,7 @@ def timeline_page(request):
     context = {
         "flavors": [(f.slug, f.name) for f in flavors],
         "chart": _timeline_chart(request.user, chosen or (flavors[0] if flavors else None)),
-        "reviewer": actions.can_review(request.user),
+        "reviewer": access.can_review(request.user),
     }
     return render(request, "gpu_requests/timeline.html", context)
 
@@ -314,7 +312,7 @@ def _timeline_chart(user, flavor):
     ends_at = starts_at + timedelta(days=TIMELINE_DAYS)
     held = capacity.all_reservations([flavor.pk], starts_at, ends_at)
     team_ids = {r.team_id for r in held if r.team_id is not None}
-    names = dict(actions.teams_for(user).filter(pk__in=team_ids).values_list("pk", "name"))
+    names = dict(access.teams_for(user).filter(pk__in=team_ids).values_list("pk", "name"))
     pending = (
         _visible_requests(user)
         .filter(flavor=flavor, status=Status.PENDING)
@@ -457,8 +455,8 @@ def request_detail(request, pk):
 def _detail_context(request, quota_request, **extra):
     user = request.user
     pending = quota_request.status == Status.PENDING
-    reviewer = actions.can_review(user)
-    member = reviewer or actions.is_member(user, quota_request.team)
+    reviewer = access.can_review(user)
+    member = reviewer or access.is_member(user, quota_request.team)
     context = {
         "req": quota_request,
         "events": quota_request.events.select_related("actor"),
@@ -681,7 +679,7 @@ def _review_row_response(request, pk, level, text, reason=""):
         "reason": reason,
     }
     context = {"row": row, "oob": True, "changed": []}
-    if actions.can_review(request.user):
+    if access.can_review(request.user):
         row["capacity"] = capacity.capacity_view(quota_request)
         context["pending_count"] = QuotaRequest.objects.filter(status=Status.PENDING).count()
         approved = quota_request.status in QuotaRequest.RESERVING and level == messages.SUCCESS

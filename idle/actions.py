@@ -14,10 +14,9 @@ from batch import cluster as batch_cluster
 from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
-from gpu_requests import actions as quota_actions
 from gpu_requests import hooks
 from gpu_requests.formats import gpu_hours, money
-from gpu_requests.models import AuditEvent, Flavor, Team, namespace_of
+from gpu_requests.models import AuditEvent, Flavor, Team
 from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
 from idle.models import (
@@ -30,16 +29,10 @@ from idle.models import (
     Mode,
     effective,
 )
-from teams import errors
+from teams import access, errors
+from teams.namespaces import namespace_of
 
 FIELDS = ("idle_minutes", "grace_minutes", "mode", "enabled")
-
-
-def can_set_policy(user, team):
-    """Admins set any policy; a team's managers set their team's (stricter only)."""
-    if team is None:
-        return quota_actions.can_review(user)
-    return quota_actions.can_manage(user, team)
 
 
 def _check_values(values):
@@ -60,7 +53,9 @@ def set_policy(flavor, team, *, by, idle_minutes, grace_minutes, mode=Mode.REPOR
     """Create or change the policy of `flavor` (for `team`, or for every team when
     None). A team's policy may not be looser than its flavor's; a flavor's policy
     made stricter than a team's still wins field by field (`models.effective`)."""
-    if not can_set_policy(by, team):
+    # Admins set any policy (team None: every team's); a team's managers set
+    # their team's, stricter only.
+    if not access.can_manage(by, team):
         who = "platform admins" if team is None else f"{team.name}'s managers and platform admins"
         raise errors.NotAllowed(f"Only {who} set this idle policy.")
     values = {
@@ -91,7 +86,7 @@ def set_policy(flavor, team, *, by, idle_minutes, grace_minutes, mode=Mode.REPOR
 
 @transaction.atomic
 def remove_policy(policy, *, by):
-    if not can_set_policy(by, policy.team):
+    if not access.can_manage(by, policy.team):
         raise errors.NotAllowed("Only platform admins and the team's managers remove it.")
     policy.delete()
     _audit(policy, IdleAuditAction.POLICY_REMOVE, by, f"{policy.words()} -> none")
@@ -111,7 +106,7 @@ def _audit(policy, action, by, change):
 def exempt(team, *, namespace, kind, name, until, reason, by):
     """Leave a workload of `team` alone until `until`, with a reason: its managers
     and platform admins. Audited on the team."""
-    if not quota_actions.can_manage(by, team):
+    if not access.can_manage(by, team):
         raise errors.NotAllowed(f"Only {team.name}'s managers and platform admins exempt.")
     problems = {}
     if not reason.strip():
@@ -540,7 +535,7 @@ def _notice(state, event, title, now, extra=(), recipients=None):
 def bring_back(state, *, by):
     """Restore a workload scaled to zero by an idle action (its team's members and
     admins): the replicas it had, the saving closed, the state forgotten."""
-    if not quota_actions.teams_for(by).filter(pk=state.team_id).exists():
+    if not access.teams_for(by).filter(pk=state.team_id).exists():
         raise errors.NotAllowed(f"Only {state.team.name}'s members bring it back.")
     if state.kind not in workloads.SCALABLE or state.acted_at is None:
         raise errors.IllegalTransition(f"{_name(state)} was not scaled to zero.")

@@ -14,12 +14,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.reports import Month
-from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from gpu_requests.api import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 from gpu_requests.models import MAX_TEXT_LENGTH, Flavor
 from idle import actions, showback
 from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
+from teams import access
 from teams.api import ErrorSerializer, Pagination
 
 
@@ -68,9 +68,9 @@ class PolicySerializer(serializers.ModelSerializer):
 
 def _visible_policies(user):
     policies = IdlePolicy.objects.select_related("flavor", "team")
-    if quota_actions.can_review(user):
+    if access.can_review(user):
         return policies
-    return policies.filter(team=None) | policies.filter(team__in=quota_actions.teams_for(user))
+    return policies.filter(team=None) | policies.filter(team__in=access.teams_for(user))
 
 
 class IdlePoliciesView(APIView):
@@ -94,7 +94,7 @@ class IdlePoliciesView(APIView):
             raise serializers.ValidationError({"flavor": "No such flavor."})
         team = None
         if data["team"]:
-            team = quota_actions.teams_for(request.user).filter(slug=data["team"]).first()
+            team = access.teams_for(request.user).filter(slug=data["team"]).first()
             if team is None:
                 raise serializers.ValidationError({"team": "No such team among yours."})
         policy = actions.set_policy(
@@ -178,7 +178,7 @@ class IdleActionsView(generics.ListAPIView):
     def get_queryset(self):
         query = TeamQuery(data=self.request.query_params)
         query.is_valid(raise_exception=True)
-        teams = quota_actions.teams_for(self.request.user)
+        teams = access.teams_for(self.request.user)
         if query.validated_data.get("team"):
             teams = teams.filter(slug=query.validated_data["team"])
             if not teams.exists():
@@ -212,7 +212,7 @@ class ExemptionsView(generics.ListAPIView):
     pagination_class = Pagination
 
     def get_queryset(self):
-        teams = quota_actions.teams_for(self.request.user)
+        teams = access.teams_for(self.request.user)
         return Exemption.objects.filter(team__in=teams).select_related("team", "created_by")
 
     @extend_schema(
@@ -226,7 +226,7 @@ class ExemptionsView(generics.ListAPIView):
         serializer = ExemptionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        team = quota_actions.teams_for(request.user).filter(slug=data["team"]).first()
+        team = access.teams_for(request.user).filter(slug=data["team"]).first()
         if team is None:
             raise serializers.ValidationError({"team": "No such team among yours."})
         exemption = actions.exempt(
@@ -269,7 +269,7 @@ class IdleStatesView(generics.ListAPIView):
     pagination_class = Pagination
 
     def get_queryset(self):
-        teams = quota_actions.teams_for(self.request.user)
+        teams = access.teams_for(self.request.user)
         return (
             IdleState.objects.filter(team__in=teams)
             .exclude(idle_since=None, acted_at=None)
@@ -294,7 +294,7 @@ class BringBackView(APIView):
     def post(self, request, pk):
         """Bring back a workload an idle action scaled to zero: the replicas it had."""
         request.data  # noqa: B018 - a body, if sent, is parsed and refused as everywhere
-        teams = quota_actions.teams_for(request.user)
+        teams = access.teams_for(request.user)
         state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
         if state is None:
             raise Http404("No such idle workload among your teams'.")
@@ -327,7 +327,7 @@ class IdleSavingsView(APIView):
             month = Month.parse(request.query_params.get("month"))
         except ValueError as exc:
             raise serializers.ValidationError({"month": str(exc)}) from None
-        teams = dict(quota_actions.teams_for(request.user).values_list("pk", "slug"))
+        teams = dict(access.teams_for(request.user).values_list("pk", "slug"))
         figures = showback.by_team(list(teams), month.start, month.end, timezone.now())
         rows = [
             {

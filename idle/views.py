@@ -10,12 +10,11 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from cluster import clock
-from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from gpu_requests.models import MAX_TEXT_LENGTH
 from idle import actions, workloads
 from idle.models import IdleState, Mode
-from teams import errors
+from teams import access, errors
 
 
 def workload_panel(team, namespace, kind, name, user):
@@ -37,13 +36,13 @@ def workload_panel(team, namespace, kind, name, user):
         "state": state,
         "scaled": scaled,
         "report_only": report_only,
-        "can_exempt": quota_actions.can_manage(user, team),
+        "can_exempt": access.can_manage(user, team),
     }
 
 
 def _state_and_card(user, pk):
     """The idle state among the user's teams' (else 404), and its report card's URL args."""
-    teams = quota_actions.teams_for(user)
+    teams = access.teams_for(user)
     state = IdleState.objects.filter(pk=pk, team__in=teams).select_related("team").first()
     if state is None:
         raise Http404("No such idle workload among your teams'.")

@@ -22,12 +22,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster.outbox import Outbox
-from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
-from teams import errors
+from teams import access, errors
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +46,9 @@ deliveries = Outbox(Delivery, key="pk", task="notifications.tasks.deliver", leas
 # --- setting hooks ---
 
 
-def can_set(user, team):
-    """A team's managers (and admins) set its hook; only admins set the admins' (team None)."""
-    if team is None:
-        return quota_actions.can_review(user)
-    return quota_actions.can_manage(user, team)
-
-
 def _require(user, team):
-    if not can_set(user, team):
+    # A team's managers (and admins) set its hook; only admins the admins' (team None).
+    if not access.can_manage(user, team):
         whose = "platform admins" if team is None else f"{team.name}'s managers and admins"
         raise errors.NotAllowed(f"Only {whose} set this webhook.")
     if team is not None and team.is_archived:

@@ -16,11 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions as quota_actions
 from gpu_requests import inputs
 from notifications import actions
 from notifications.models import Delivery
-from teams import errors
+from teams import access, errors
 
 PAGE_SIZE = 25
 
@@ -49,11 +48,11 @@ def _scope(request, slug):
     """The team (None: the admins' hook) if the user may set its hook; 404 for other
     teams' pages, 403 for members who are not managers."""
     if slug is None:
-        if not quota_actions.can_review(request.user):
+        if not access.can_review(request.user):
             raise PermissionDenied("Only platform admins see the admins' webhook.")
         return None
-    team = get_object_or_404(quota_actions.teams_for(request.user), slug=slug)
-    if not actions.can_set(request.user, team):
+    team = get_object_or_404(access.teams_for(request.user), slug=slug)
+    if not access.can_manage(request.user, team):
         raise PermissionDenied(f"Only {team.name}'s managers and platform admins set its webhook.")
     return team
 
@@ -178,7 +177,7 @@ def delivery_resend(request, pk):
     """Send a failed delivery again; back to the page it was asked from."""
     delivery = get_object_or_404(Delivery.objects.select_related("webhook__team"), pk=pk)
     team = delivery.webhook.team
-    if team is not None and not quota_actions.teams_for(request.user).filter(pk=team.pk).exists():
+    if team is not None and not access.teams_for(request.user).filter(pk=team.pk).exists():
         raise Http404("No such delivery.")
     if _attempt(request, lambda: actions.redeliver(delivery, by=request.user)):
         messages.success(request, f"Delivery #{delivery.pk} queued again.")

@@ -17,12 +17,11 @@ from django.utils import timezone
 
 from cluster import kube
 from cluster.outbox import Outbox
-from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent
 from provisioning import manifests
 from provisioning.desired import desired_state, desired_states, digest, object_hash, object_key
 from provisioning.models import TeamSync
-from teams import errors
+from teams import access, errors
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +377,7 @@ def check_drift(cluster=None):
 
 def delete_namespace(team, *, by, cluster=None):
     """Delete an archived team's namespace (and everything in it). One API call."""
-    if not quota_actions.can_review(by):
+    if not access.can_review(by):
         raise errors.NotAllowed("Only platform admins can delete namespaces.")
     sync = TeamSync.objects.filter(team=team).first()
     if not team.is_archived or sync is None:

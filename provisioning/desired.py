@@ -14,6 +14,7 @@ from django.db.models import Sum
 from gpu_requests import hooks
 from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
 from provisioning import manifests
+from teams.namespaces import namespace_of
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Desired:
 
     @property
     def namespace(self):
-        return manifests.namespace_name(self.slug, settings.PORTAL_NAMESPACE_PREFIX)
+        return namespace_of(self.slug)
 
     def objects(self):
         """The team's objects, or none once its namespace was deleted on purpose."""

@@ -6,6 +6,7 @@ retried apply lands on the same object.
 """
 
 from gpu_requests.devices import is_dra_quota_resource
+from teams.namespaces import namespace_of
 
 MANAGED_BY = "gpu-portal"
 TEAM_LABEL = "gpu-portal.io/team"
@@ -30,13 +31,6 @@ CONTAINER_SECURITY = {
 EXAMPLE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 
 
-def namespace_name(team_slug, prefix=""):
-    name = f"{prefix}{team_slug}"
-    if len(name) > 63:
-        raise ValueError(f"namespace {name!r} is longer than 63 characters; shorten the prefix")
-    return name
-
-
 def _labels(team_slug):
     return {"app.kubernetes.io/managed-by": MANAGED_BY, TEAM_LABEL: team_slug}
 
@@ -49,7 +43,7 @@ def namespace(team_slug, prefix="", *, labels=None, annotations=None):
     """The team's namespace, with Pod Security Admission `restricted` enforced,
     plus the operator's labels and annotations (ours win on a clash)."""
     metadata = {
-        "name": namespace_name(team_slug, prefix),
+        "name": namespace_of(team_slug, prefix),
         "labels": {
             **(labels or {}),
             **_labels(team_slug),
@@ -162,7 +156,7 @@ def team_objects(
     namespace_annotations=None,
 ):
     """Every object a team gets, namespace first (the others live in it)."""
-    ns = namespace_name(team_slug, prefix)
+    ns = namespace_of(team_slug, prefix)
     return [
         namespace(team_slug, prefix, labels=namespace_labels, annotations=namespace_annotations),
         resource_quota(ns, team_slug, gpus_by_resource),

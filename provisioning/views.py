@@ -21,11 +21,12 @@ from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_r
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
-from teams import errors
+from teams import access, errors
+from teams.namespaces import namespace_of
 
 
 def _require_reviewer(user):
-    if not quota_actions.can_review(user):
+    if not access.can_review(user):
         raise PermissionDenied("Only platform admins can see the cluster.")
 
 
@@ -144,7 +145,7 @@ def namespace_panel(team):
     """The team page's "How to use your namespace": its name, a kubeconfig for the
     cluster's OIDC setup, and an example Job for each flavor the team holds now.
     One query (the flavors of its active quota)."""
-    namespace = manifests.namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+    namespace = namespace_of(team.slug)
     flavors = (
         Flavor.objects.filter(
             quota_requests__team=team, quota_requests__status=QuotaRequest.Status.ACTIVE

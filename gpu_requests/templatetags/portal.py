@@ -2,8 +2,9 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
-from gpu_requests import actions, formats
+from gpu_requests import formats
 from gpu_requests.models import MAX_TEXT_LENGTH
+from teams import access
 
 register = template.Library()
 
@@ -24,7 +25,7 @@ def money(value):
 
 @register.filter
 def can_review(user):
-    return user.is_authenticated and actions.can_review(user)
+    return user.is_authenticated and access.can_review(user)
 
 
 @register.simple_tag

@@ -27,7 +27,7 @@ def broken_teams(monkeypatch):
     def fail(user):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(api.actions, "teams_for", fail)
+    monkeypatch.setattr(api.access, "teams_for", fail)
 
 
 def test_a_server_error_in_the_api_is_json(alice, broken_teams):

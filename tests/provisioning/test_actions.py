@@ -13,6 +13,7 @@ from gpu_requests.models import AuditEvent, Membership, QuotaRequest
 from provisioning import actions, manifests
 from provisioning.models import TeamSync
 from teams import errors
+from teams.namespaces import namespace_of
 from tests.factories import TeamFactory, UserFactory, add_member, submit
 from tests.provisioning.conftest import sync_of
 from tests.waiting import wait_for
@@ -328,7 +329,7 @@ def test_a_batch_of_teams_is_synced_with_one_claim_and_one_read_of_their_state(
         assert results == {team.pk: 5 for team in teams}  # five objects each, unread
         for team in teams:
             assert sync_of(team).status == TeamSync.Status.IN_SYNC
-            namespace = manifests.namespace_name(team.slug, settings.PORTAL_NAMESPACE_PREFIX)
+            namespace = namespace_of(team.slug)
             assert cluster.get("ResourceQuota", "gpu-quota", namespace) is not None
         return len(captured)
 

@@ -36,11 +36,6 @@ def test_it_names_the_namespace_after_the_team():
     }
 
 
-def test_it_refuses_a_namespace_name_over_63_characters():
-    with pytest.raises(ValueError, match="longer than 63"):
-        manifests.namespace_name("a" * 60, prefix="team-")
-
-
 def test_it_caps_gpus_under_the_requests_prefix_with_explicit_zeros():
     quota = manifests.resource_quota(
         "vision", "vision", {"nvidia.com/gpu": 4, "nvidia.com/a100": 0}

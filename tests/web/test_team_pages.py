@@ -113,5 +113,15 @@ def test_bad_teams_are_form_errors(login, admin_user, vision, data):
     assert 'class="field has-error"' in response.content.decode()
 
 
+def test_a_slug_too_long_for_a_namespace_with_the_prefix_is_a_form_error(
+    login, admin_user, settings
+):
+    settings.PORTAL_NAMESPACE_PREFIX = "gpu-"
+    slug = "s" * 60  # a valid slug, but gpu- and it are 64 characters
+    page = login(admin_user).post(reverse("team_new"), {"name": "Speech", "slug": slug})
+    assert f"The namespace gpu-{slug} would be longer than 63 characters." in page.content.decode()
+    assert not Team.objects.filter(slug=slug).exists()
+
+
 def test_only_admins_create_teams(login, alice):
     assert login(alice).get(reverse("team_new")).status_code == 403

@@ -15,10 +15,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from gpu_requests.management.commands.seed_demo import GPU_TAINT
-from gpu_requests.models import Flavor, namespace_of
+from gpu_requests.models import Flavor
 from idle import actions
 from idle.models import Mode
 from provisioning.manifests import CONTAINER_SECURITY, POD_SECURITY
+from teams.namespaces import namespace_of
 
 FLAVOR = "a100-3g40"  # vision's running request (seed_demo)
 TEAM = "vision"

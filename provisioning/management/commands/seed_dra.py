@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from gpu_requests import actions
 from gpu_requests.management.commands.seed_demo import GPU_TAINT
-from gpu_requests.models import Flavor, QuotaRequest, Team, namespace_of
+from gpu_requests.models import Flavor, QuotaRequest, Team
 from provisioning.manifests import example_dra_job
+from teams.namespaces import namespace_of
 
 SLUG = "h100-dra"
 SELECTOR = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"'

@@ -1,0 +1,42 @@
+"""Who may do what: the access rules every feature asks, one function each.
+
+Team and Membership still live in gpu_requests; they are looked up by name
+(`apps.get_model`, a dictionary lookup), so this bottom layer imports no app
+above it.
+"""
+
+from django.apps import apps
+
+
+def can_review(user):
+    """A platform admin: reviews quota requests and sees every team."""
+    return user.is_active and user.has_perm("gpu_requests.review_quotarequest")
+
+
+def is_member(user, team):
+    """In the team, as a member or a manager (a query)."""
+    return team.memberships.filter(user=user).exists()
+
+
+def is_manager(user, team):
+    """One of the team's managers (a query)."""
+    role = apps.get_model("gpu_requests", "Membership").Role.MANAGER
+    return team.memberships.filter(user=user, role=role).exists()
+
+
+def can_manage(user, team):
+    """A team's managers and platform admins manage it: its members, budget,
+    webhook, idle policies and exemptions. `team` None is the platform's own
+    setting of that kind (the admins' webhook, the default idle policy), which
+    only admins manage."""
+    if can_review(user):
+        return True
+    return team is not None and is_manager(user, team)
+
+
+def teams_for(user):
+    """The teams `user` sees: every team for an admin, else their own."""
+    teams = apps.get_model("gpu_requests", "Team").objects
+    if can_review(user):
+        return teams.all()
+    return teams.filter(memberships__user=user)

@@ -38,6 +38,7 @@ from teams.errors import IllegalTransition, NotAllowed
 log = logging.getLogger(__name__)
 
 Status = BatchJob.Status
+Action = BatchJobEvent.Action
 CENT = Decimal("0.01")
 MAX_COST = Decimal(10) ** 12
 
@@ -319,7 +320,7 @@ def submit(*, by, team, flavor, window=None, occurrence=None, **fields):
         explanation="Waiting for the planner.",
         **{name: fields[name] for name in JOB_FIELDS if name in fields},
     )
-    _record(job, action="submit", from_status="", to_status=Status.QUEUED, actor=by)
+    _record(job, action=Action.SUBMIT, from_status="", to_status=Status.QUEUED, actor=by)
     transaction.on_commit(lambda: request_plan("job submitted"))
     return job
 
@@ -345,7 +346,7 @@ def cancel(job, *, by, reason=""):
         to=Status.CANCELLED,
         # The status just read: a job that moved meanwhile is refused, not mis-charged.
         allowed_from=[job.status] if job.status in CANCELLABLE else list(CANCELLABLE),
-        action="cancel",
+        action=Action.CANCEL,
         actor=by,
         reason=reason,
         **fields,
@@ -370,7 +371,7 @@ def release_past_budget(job, *, by, reason=""):
     job.refresh_from_db()
     _record(
         job,
-        action="budget_release",
+        action=Action.BUDGET_RELEASE,
         from_status=job.status,
         to_status=job.status,
         actor=by,
@@ -629,7 +630,7 @@ def _apply(job, result, windows, now):
                 job,
                 to=Status.QUEUED,
                 allowed_from=[Status.PLANNED],
-                action="unplan",
+                action=Action.UNPLAN,
                 reason=f"Plan revised. {explanation}",
                 explanation=explanation,
                 window=None,
@@ -678,7 +679,7 @@ def _apply(job, result, windows, now):
         job,
         to=Status.PLANNED,
         allowed_from=[job.status],
-        action="plan" if job.status == Status.QUEUED else "replan",
+        action=Action.PLAN if job.status == Status.QUEUED else Action.REPLAN,
         reason=explanation,
         **fields,
     )

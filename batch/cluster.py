@@ -29,6 +29,7 @@ from provisioning.manifests import namespace_name
 
 log = logging.getLogger(__name__)
 Status = BatchJob.Status
+Action = BatchJobEvent.Action
 SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY},{manifests.JOB_LABEL}"
 
 job_sync = Outbox(
@@ -240,7 +241,7 @@ def release_due(now=None, *, limit=5000):
         BatchJobEvent.objects.bulk_create(
             BatchJobEvent(
                 job=job,
-                action="release",
+                action=Action.RELEASE,
                 from_status=Status.PLANNED,
                 to_status=Status.RELEASED,
                 reason=f"Window open; activeDeadlineSeconds {job.deadline_seconds}.",
@@ -337,12 +338,12 @@ def record(obj, *, cluster, now=None):
         if to == job.status:
             return None
         if to == Status.RUNNING:
-            moved = _transition(job, to, "start", reason, started_at=now)
+            moved = _transition(job, to, Action.START, reason, started_at=now)
         else:
             started = job.started_at or job.released_at or now
             seconds = int((now - started).total_seconds()) * job.total_gpus
             moved = _transition(
-                job, to, "finish", reason, finished_at=now, used_gpu_seconds=max(seconds, 0)
+                job, to, Action.FINISH, reason, finished_at=now, used_gpu_seconds=max(seconds, 0)
             )
             if moved:
                 hooks.quota_changed(job.team_id)
@@ -402,7 +403,9 @@ def _requeue(job):
         ("window_id", "opens_at", "closes_at", "planned_start", "planned_end", "released_at"),
         None,
     )
-    _transition(job, Status.QUEUED, "requeue", "Back in the queue after a spot reclaim.", **fields)
+    _transition(
+        job, Status.QUEUED, Action.REQUEUE, "Back in the queue after a spot reclaim.", **fields
+    )
 
 
 def requeue_idle(job_id, reason):
@@ -421,7 +424,7 @@ def requeue_idle(job_id, reason):
         ("window_id", "opens_at", "closes_at", "planned_start", "planned_end", "released_at"),
         None,
     )
-    if not _transition(job, Status.QUEUED, "idle_requeue", reason, **fields):
+    if not _transition(job, Status.QUEUED, Action.IDLE_REQUEUE, reason, **fields):
         return None
     hooks.quota_changed(job.team_id)
     changed([job.pk])

@@ -19,8 +19,8 @@ from django.db.models import F, Q, Sum
 from django.urls import reverse
 from django.utils import timezone
 
-from batch import emails, manifests
-from batch.models import BatchJob, BatchJobEvent, JobSync, WatchState
+from batch import emails, jobs, manifests
+from batch.models import BatchJob, JobSync, WatchState
 from cluster import clock, kube
 from cluster.outbox import Outbox
 from gpu_requests import hooks, inputs
@@ -29,7 +29,7 @@ from provisioning.manifests import namespace_name
 
 log = logging.getLogger(__name__)
 Status = BatchJob.Status
-Action = BatchJobEvent.Action
+Action = jobs.Action
 SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY},{manifests.JOB_LABEL}"
 
 job_sync = Outbox(
@@ -226,28 +226,24 @@ def release_due(now=None, *, limit=5000):
         )
         if not due:
             return []
-        # One UPDATE per (close, maximum runtime): the jobs of an occurrence share a
-        # close, so a burst costs a handful of statements, not one per job.
+        # One UPDATE and one INSERT of history per deadline (close, maximum runtime):
+        # the jobs of an occurrence share a close, so a burst costs a handful of
+        # statements, not one per job.
         groups = defaultdict(list)
         for job in due:
             left = int((job.closes_at - now).total_seconds())
-            job.deadline_seconds = max(1, min(job.max_runtime_minutes * 60, left))
-            groups[job.deadline_seconds].append(job.pk)
+            groups[max(1, min(job.max_runtime_minutes * 60, left))].append(job)
         for deadline, group in groups.items():
-            BatchJob.objects.filter(pk__in=group, status=Status.PLANNED).update(
-                status=Status.RELEASED, released_at=now, updated_at=now, deadline_seconds=deadline
+            jobs.move_many(
+                group,
+                to=Status.RELEASED,
+                allowed_from=[Status.PLANNED],
+                action=Action.RELEASE,
+                reason=f"Window open; activeDeadlineSeconds {deadline}.",
+                released_at=now,
+                deadline_seconds=deadline,
             )
         ids = [job.pk for job in due]
-        BatchJobEvent.objects.bulk_create(
-            BatchJobEvent(
-                job=job,
-                action=Action.RELEASE,
-                from_status=Status.PLANNED,
-                to_status=Status.RELEASED,
-                reason=f"Window open; activeDeadlineSeconds {job.deadline_seconds}.",
-            )
-            for job in due
-        )
         # The namespace quota grows by the released jobs' GPUs (running_allotment).
         hooks.quota_changed_many({job.team_id for job in due})
         changed(ids)
@@ -338,18 +334,32 @@ def record(obj, *, cluster, now=None):
         if to == job.status:
             return None
         if to == Status.RUNNING:
-            moved = _transition(job, to, Action.START, reason, started_at=now)
+            moved = jobs.move(
+                job,
+                to=to,
+                allowed_from=[job.status],
+                action=Action.START,
+                reason=reason,
+                started_at=now,
+            )
         else:
             started = job.started_at or job.released_at or now
             seconds = int((now - started).total_seconds()) * job.total_gpus
-            moved = _transition(
-                job, to, Action.FINISH, reason, finished_at=now, used_gpu_seconds=max(seconds, 0)
+            moved = jobs.move(
+                job,
+                to=to,
+                allowed_from=[job.status],
+                action=Action.FINISH,
+                reason=reason,
+                finished_at=now,
+                used_gpu_seconds=max(seconds, 0),
             )
             if moved:
                 hooks.quota_changed(job.team_id)
                 hooks.notice(_outcome_notice(job, reason))
                 if to == Status.PREEMPTED:
-                    _requeue(job)  # the sync then deletes its Job
+                    # The sync then deletes its Job.
+                    _requeue(job, Action.REQUEUE, "Back in the queue after a spot reclaim.")
                     transaction.on_commit(lambda: emails.send_preempted(job.pk), robust=True)
                 else:
                     transaction.on_commit(lambda: emails.send_finished(job.pk), robust=True)
@@ -384,27 +394,15 @@ def _outcome_notice(job, reason):
     )
 
 
-def _transition(job, to, action, reason, **fields):
-    moved = BatchJob.objects.filter(pk=job.pk, status=job.status).update(
-        status=to, updated_at=timezone.now(), **fields
-    )
-    if moved:
-        BatchJobEvent.objects.create(
-            job=job, action=action, from_status=job.status, to_status=to, reason=reason
-        )
-        job.status = to
-        for name, value in fields.items():
-            setattr(job, name, value)
-    return moved
-
-
-def _requeue(job):
+def _requeue(job, action, reason):
+    """Back in the queue from the status read, its occurrence and release forgotten;
+    True if it moved."""
     fields = dict.fromkeys(
         ("window_id", "opens_at", "closes_at", "planned_start", "planned_end", "released_at"),
         None,
     )
-    _transition(
-        job, Status.QUEUED, Action.REQUEUE, "Back in the queue after a spot reclaim.", **fields
+    return jobs.move(
+        job, to=Status.QUEUED, allowed_from=[job.status], action=action, reason=reason, **fields
     )
 
 
@@ -420,11 +418,7 @@ def requeue_idle(job_id, reason):
     )
     if job is None:
         return None
-    fields = dict.fromkeys(
-        ("window_id", "opens_at", "closes_at", "planned_start", "planned_end", "released_at"),
-        None,
-    )
-    if not _transition(job, Status.QUEUED, Action.IDLE_REQUEUE, reason, **fields):
+    if not _requeue(job, Action.IDLE_REQUEUE, reason):
         return None
     hooks.quota_changed(job.team_id)
     changed([job.pk])

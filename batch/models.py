@@ -3,7 +3,7 @@
 A window is a weekly rule in an IANA zone; its occurrences are computed
 (`batch.occurrences`), never stored. Its batch capacity per flavor is a
 reservation of that flavor for each occurrence. Jobs move through
-`BatchJob.Status` only by `batch.actions`.
+`BatchJob.Status` only by `batch.jobs`.
 """
 
 from datetime import timedelta

@@ -32,8 +32,17 @@ Status = BatchJob.Status
 Action = jobs.Action
 SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY},{manifests.JOB_LABEL}"
 
+# Jobs synced per message: a window's opening releases thousands at once, and one
+# message each would cost more to publish than the API calls they carry.
+CHUNK = 25
+
 job_sync = Outbox(
-    JobSync, key="job_id", task="batch.tasks.sync_job", lease=lambda: settings.PORTAL_SYNC_LEASE
+    JobSync,
+    key="job_id",
+    task="batch.tasks.sync_job",
+    lease=lambda: settings.PORTAL_SYNC_LEASE,
+    batch_task="batch.tasks.sync_jobs",
+    batch_size=lambda: CHUNK,
 )
 
 
@@ -182,33 +191,15 @@ def _record_error(job_id, generation, token, exc):
     return exc
 
 
-# Jobs synced per message: a window's opening releases thousands at once, and one
-# message each would cost more to publish than the API calls they carry.
-CHUNK = 25
-
-
 def changed(job_ids):
-    """Jobs whose wanted Job changed, inside the caller's transaction: mark, queue on commit."""
+    """Jobs whose wanted Job changed, inside the caller's transaction: mark, and queue
+    their syncs on commit, CHUNK jobs a message (a broker outage is logged; the sweep
+    resends whatever is left)."""
     job_ids = sorted(job_ids)
     if not job_ids:
         return
     job_sync.mark_many(job_ids)
-    transaction.on_commit(lambda: enqueue_chunks(job_ids))
-
-
-def enqueue_chunks(job_ids):
-    """Queue the syncs CHUNK jobs a message; a broker outage is logged (the sweep resends
-    one by one whatever is left)."""
-    from batch.tasks import sync_jobs
-
-    job_sync.rows(job_ids).update(queued_at=timezone.now())
-    for start in range(0, len(job_ids), CHUNK):
-        chunk = job_ids[start : start + CHUNK]
-        try:
-            sync_jobs.apply_async((chunk,), retry=False)
-        except Exception as exc:  # the broker's errors vary by transport
-            log.warning("could not queue syncs of %d jobs (the sweep will): %s", len(chunk), exc)
-            job_sync.rows(chunk).update(queued_at=None)
+    transaction.on_commit(lambda: job_sync.enqueue(job_ids))
 
 
 # --- release ---

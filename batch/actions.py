@@ -16,7 +16,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Sum
-from django.utils import timezone
 
 from batch import cluster as batch_cluster
 from batch import emails, jobs, occurrences, planner, validation
@@ -124,7 +123,7 @@ def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=
             )
     if not enabled or not capacity:
         return
-    now = now or timezone.now()
+    now = now or clock.now()
     flavor_ids = {flavor.pk for flavor in capacity}
     ends_at = quota_capacity.horizon(flavor_ids, now)
     found = rule.between(now, ends_at)

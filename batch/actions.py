@@ -16,9 +16,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Sum
+from django.utils.module_loading import import_string
 
-from batch import cluster as batch_cluster
-from batch import emails, jobs, occurrences, planner, validation
+from batch import emails, jobs, launch, occurrences, planner, validation
 from batch.models import (
     BatchJob,
     BatchWindow,
@@ -319,7 +319,7 @@ def cancel(job, *, by, reason=""):
         reason=reason,
         **fields,
     )
-    batch_cluster.changed([job.pk])
+    launch.changed([job.pk])
     if running:
         hooks.quota_changed(job.team_id)  # its batch allotment ends with it
     transaction.on_commit(lambda: request_plan("job cancelled"))
@@ -379,14 +379,17 @@ def actual(job, now):
 # --- planning ---
 
 
+# The planner's task, named by its path as the outbox names its tasks: batch.tasks
+# sits above this module (its task calls replan) and is imported when queueing.
+PLAN_TASK = "batch.tasks.plan"
+
+
 def request_plan(reason):
     """Mark the plan stale and queue a planner run; the beat tick runs it if the queue is down."""
     PlannerState.objects.get_or_create(pk=1)
     PlannerState.objects.filter(pk=1).update(dirty=True)
-    from batch.tasks import plan as plan_task
-
     try:
-        plan_task.apply_async((reason,), retry=False)
+        import_string(PLAN_TASK).apply_async((reason,), retry=False)
     except Exception as exc:  # the broker's errors vary by transport
         log.warning("could not queue a planner run (the tick will): %s", exc)
 
@@ -545,7 +548,7 @@ def replan(*, reason="", now=None):
         # The planned Jobs are created (suspended) or relabelled on the cluster; their
         # teams' namespaces are made sure of first.
         hooks.quota_changed_many({rows[job_id].team_id for job_id in changed})
-        batch_cluster.changed(changed)
+        launch.changed(changed)
         state.dirty = False
         state.waiting = dump_waiting(result.waiting)
         state.last_run_at = now
@@ -674,6 +677,6 @@ def tick(now=None):
     if plan_due(now):
         replan(reason="tick", now=now)
         done["planned"] = True
-    done["released"] = len(batch_cluster.release_due(now))
-    done["resent"] = len(batch_cluster.job_sync.sweep())
+    done["released"] = len(launch.release_due(now))
+    done["resent"] = len(launch.job_sync.sweep())
     return done

@@ -4,8 +4,8 @@ Every transition is a compare-and-set: an UPDATE whose WHERE carries the
 statuses the job may move from, so of two writers racing (a cancel and the
 watch, two planner runs) one moves the job and the other finds it moved. Each
 move writes one row of the job's history (`BatchJobEvent`). People and the
-planner (`batch.actions`), the release and the watch (`batch.cluster`) and idle
-move jobs only through here.
+planner (`batch.actions`), the release (`batch.launch`), the watch and idle's
+requeue (`batch.watch`) move jobs only through here.
 """
 
 from django.utils import timezone

@@ -9,7 +9,6 @@
 What the cluster says back (the watch) is `batch.watch`.
 """
 
-import logging
 from collections import defaultdict
 
 from django.conf import settings
@@ -23,7 +22,6 @@ from cluster.outbox import Outbox
 from gpu_requests import hooks
 from provisioning.manifests import namespace_name
 
-log = logging.getLogger(__name__)
 Status = BatchJob.Status
 Action = jobs.Action
 

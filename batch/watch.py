@@ -4,7 +4,6 @@ again), and idle's requeue of a job on the cluster.
 """
 
 import contextlib
-import logging
 import uuid
 from datetime import timedelta
 
@@ -21,7 +20,6 @@ from cluster import clock, kube
 from gpu_requests import hooks, inputs
 from gpu_requests.notices import Notice, absolute
 
-log = logging.getLogger(__name__)
 Status = BatchJob.Status
 Action = jobs.Action
 SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY},{manifests.JOB_LABEL}"
@@ -117,7 +115,6 @@ def record(obj, *, cluster, now=None):
             )
         else:
             started = job.started_at or job.released_at or now
-            seconds = int((now - started).total_seconds()) * job.total_gpus
             moved = jobs.move(
                 job,
                 to=to,
@@ -125,7 +122,7 @@ def record(obj, *, cluster, now=None):
                 action=Action.FINISH,
                 reason=reason,
                 finished_at=now,
-                used_gpu_seconds=max(seconds, 0),
+                used_gpu_seconds=actions.used_gpu_seconds(job, started, now),
             )
             if moved:
                 hooks.quota_changed(job.team_id)

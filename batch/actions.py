@@ -388,8 +388,9 @@ def request_plan(reason):
     """Mark the plan stale and queue a planner run; the beat tick runs it if the queue is down."""
     PlannerState.objects.get_or_create(pk=1)
     PlannerState.objects.filter(pk=1).update(dirty=True)
+    plan_task = import_string(PLAN_TASK)  # outside the try: a bad path is no broker outage
     try:
-        import_string(PLAN_TASK).apply_async((reason,), retry=False)
+        plan_task.apply_async((reason,), retry=False)
     except Exception as exc:  # the broker's errors vary by transport
         log.warning("could not queue a planner run (the tick will): %s", exc)
 

@@ -84,8 +84,9 @@ def decided(quota_request, decision):
     # Rendered and sent by a worker. retry=False and robust: a broker that is down is
     # logged at once (the email is lost, as it was with a mail server that is down)
     # and neither holds up nor undoes the decision.
+    send = import_string(DECISION_TASK)  # now: a wrong path raises, not logged after commit
     transaction.on_commit(
-        lambda: import_string(DECISION_TASK).apply_async((decision.pk,), retry=False),
+        lambda: send.apply_async((decision.pk,), retry=False),
         robust=True,
     )
     who = decision.actor.username if decision.actor else "the portal"

@@ -1,8 +1,9 @@
 """Every change of a batch window or job goes through these functions.
 
-Job transitions are atomic compare-and-sets on the status with one event in
-the job's history each, and side effects (planning, the cluster) queued on
-commit. Views, the API, the admin and the tasks call these.
+Job transitions go through `batch.jobs` (a compare-and-set on the status and
+one event in the job's history each), atomic, with side effects (planning,
+the cluster) queued on commit. Views, the API, the admin and the tasks call
+these.
 """
 
 import logging
@@ -15,13 +16,11 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Sum
-from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from batch import cluster as batch_cluster
-from batch import emails, occurrences, planner, validation
+from batch import emails, jobs, launch, occurrences, planner, validation
 from batch.models import (
     BatchJob,
-    BatchJobEvent,
     BatchWindow,
     ImageRule,
     PlannerState,
@@ -39,6 +38,7 @@ from teams.errors import IllegalTransition, NotAllowed
 log = logging.getLogger(__name__)
 
 Status = BatchJob.Status
+Action = jobs.Action
 CENT = Decimal("0.01")
 MAX_COST = Decimal(10) ** 12
 
@@ -124,7 +124,7 @@ def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=
             )
     if not enabled or not capacity:
         return
-    now = now or timezone.now()
+    now = now or clock.now()
     flavor_ids = {flavor.pk for flavor in capacity}
     ends_at = quota_capacity.horizon(flavor_ids, now)
     found = rule.between(now, ends_at)
@@ -237,37 +237,6 @@ def can_cancel(user, job):
     return job.created_by_id == user.pk or access.can_manage(user, job.team)
 
 
-def _record(job, *, action, from_status, to_status, actor=None, reason=""):
-    return BatchJobEvent.objects.create(
-        job=job,
-        actor=actor,
-        action=action,
-        from_status=from_status,
-        to_status=to_status,
-        reason=reason,
-    )
-
-
-def _move(job, *, to, allowed_from, action, actor=None, reason="", **fields):
-    """Compare-and-set the status (and `fields`) if it is one of `allowed_from`."""
-    moved = BatchJob.objects.filter(pk=job.pk, status__in=allowed_from).update(
-        status=to, updated_at=timezone.now(), **fields
-    )
-    if not moved:
-        current = BatchJob.objects.values_list("status", flat=True).get(pk=job.pk)
-        allowed = " or ".join(Status(s).label.lower() for s in allowed_from)
-        raise IllegalTransition(
-            f"Batch job #{job.pk} is {Status(current).label.lower()}: only {allowed} jobs "
-            f"allow {action}."
-        )
-    from_status = job.status if job.status in allowed_from else allowed_from[0]
-    for name, value in fields.items():
-        setattr(job, name, value)
-    job.status = to
-    _record(job, action=action, from_status=from_status, to_status=to, actor=actor, reason=reason)
-    return job
-
-
 def validate_job(data, *, by, now=None):
     """{field: [message]} for a new job, as the API and the form show them."""
     now = now or clock.now()
@@ -320,7 +289,7 @@ def submit(*, by, team, flavor, window=None, occurrence=None, **fields):
         explanation="Waiting for the planner.",
         **{name: fields[name] for name in JOB_FIELDS if name in fields},
     )
-    _record(job, action="submit", from_status="", to_status=Status.QUEUED, actor=by)
+    jobs.record(job, action=Action.SUBMIT, from_status="", to_status=Status.QUEUED, actor=by)
     transaction.on_commit(lambda: request_plan("job submitted"))
     return job
 
@@ -341,17 +310,17 @@ def cancel(job, *, by, reason=""):
     if running:
         started = job.started_at or job.released_at or now
         fields["used_gpu_seconds"] = used_gpu_seconds(job, started, now)
-    _move(
+    jobs.move_or_refuse(
         job,
         to=Status.CANCELLED,
         # The status just read: a job that moved meanwhile is refused, not mis-charged.
         allowed_from=[job.status] if job.status in CANCELLABLE else list(CANCELLABLE),
-        action="cancel",
+        action=Action.CANCEL,
         actor=by,
         reason=reason,
         **fields,
     )
-    batch_cluster.changed([job.pk])
+    launch.changed([job.pk])
     if running:
         hooks.quota_changed(job.team_id)  # its batch allotment ends with it
     transaction.on_commit(lambda: request_plan("job cancelled"))
@@ -369,9 +338,9 @@ def release_past_budget(job, *, by, reason=""):
     if not updated:
         raise IllegalTransition("Only a queued or planned job not released already can be.")
     job.refresh_from_db()
-    _record(
+    jobs.record(
         job,
-        action="budget_release",
+        action=Action.BUDGET_RELEASE,
         from_status=job.status,
         to_status=job.status,
         actor=by,
@@ -411,12 +380,16 @@ def actual(job, now):
 # --- planning ---
 
 
+# The planner's task, named by its path as the outbox names its tasks: batch.tasks
+# sits above this module (its task calls replan) and is imported when queueing.
+PLAN_TASK = "batch.tasks.plan"
+
+
 def request_plan(reason):
     """Mark the plan stale and queue a planner run; the beat tick runs it if the queue is down."""
     PlannerState.objects.get_or_create(pk=1)
     PlannerState.objects.filter(pk=1).update(dirty=True)
-    from batch.tasks import plan as plan_task
-
+    plan_task = import_string(PLAN_TASK)  # outside the try: a bad path is no broker outage
     try:
         plan_task.apply_async((reason,), retry=False)
     except Exception as exc:  # the broker's errors vary by transport
@@ -472,13 +445,13 @@ def plan_inputs(now, state):
     windows = windows_with_occurrences(now, now + horizon())
     rows = {job.pk: job for job in BatchJob.objects.waiting().select_related("flavor", "team")}
     held = held_by_budget(rows.values(), now)
-    jobs = [planner_job(job) for job in rows.values() if job.pk not in held]
+    to_plan = [planner_job(job) for job in rows.values() if job.pk not in held]
     weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
     # Occurrences opening within the lead time are counted for no-starvation
     # for good: the run at the lead time plans the Jobs it creates suspended.
     inputs = {
         "slots": _slots(windows),
-        "jobs": jobs,
+        "jobs": to_plan,
         "now": now,
         "holds": _holds(now),
         "weights": weights,
@@ -493,17 +466,17 @@ def plan_inputs(now, state):
 HELD_BY_BUDGET = "held_by_budget"
 
 
-def held_by_budget(jobs, now):
-    """{job id: reason} of the waiting `jobs` that a hard budget holds. Per team, in
+def held_by_budget(waiting, now):
+    """{job id: reason} of the `waiting` jobs that a hard budget holds. Per team, in
     the planner's order (higher priority, then the oldest), the estimates add up
     against what the team has left this month; a job that would take it past is
     held and takes nothing, so a smaller one after it may still fit. A job an admin
     released past the budget is never held, and counts."""
-    jobs = list(jobs)
-    left = hooks.budget_left({job.team_id for job in jobs}, now)
+    waiting = list(waiting)
+    left = hooks.budget_left({job.team_id for job in waiting}, now)
     held = {}
     committed = defaultdict(Decimal)
-    for job in sorted(jobs, key=lambda j: (j.team_id, -j.priority, j.created_at, j.pk)):
+    for job in sorted(waiting, key=lambda j: (j.team_id, -j.priority, j.created_at, j.pk)):
         if job.team_id not in left:
             continue
         total = committed[job.team_id] + job.estimated_cost
@@ -577,7 +550,7 @@ def replan(*, reason="", now=None):
         # The planned Jobs are created (suspended) or relabelled on the cluster; their
         # teams' namespaces are made sure of first.
         hooks.quota_changed_many({rows[job_id].team_id for job_id in changed})
-        batch_cluster.changed(changed)
+        launch.changed(changed)
         state.dirty = False
         state.waiting = dump_waiting(result.waiting)
         state.last_run_at = now
@@ -626,11 +599,11 @@ def _apply(job, result, windows, now):
     placement = result.placements.get(job.pk)
     if placement is None:
         if job.status == Status.PLANNED:
-            _move(
+            jobs.move_or_refuse(
                 job,
                 to=Status.QUEUED,
                 allowed_from=[Status.PLANNED],
-                action="unplan",
+                action=Action.UNPLAN,
                 reason=f"Plan revised. {explanation}",
                 explanation=explanation,
                 window=None,
@@ -675,11 +648,11 @@ def _apply(job, result, windows, now):
                 explanation=explanation
             )
         return False
-    _move(
+    jobs.move_or_refuse(
         job,
         to=Status.PLANNED,
         allowed_from=[job.status],
-        action="plan" if job.status == Status.QUEUED else "replan",
+        action=Action.PLAN if job.status == Status.QUEUED else Action.REPLAN,
         reason=explanation,
         **fields,
     )
@@ -706,6 +679,6 @@ def tick(now=None):
     if plan_due(now):
         replan(reason="tick", now=now)
         done["planned"] = True
-    done["released"] = len(batch_cluster.release_due(now))
-    done["resent"] = len(batch_cluster.job_sync.sweep())
+    done["released"] = len(launch.release_due(now))
+    done["resent"] = len(launch.job_sync.sweep())
     return done

@@ -7,10 +7,10 @@ class BatchConfig(AppConfig):
     verbose_name = "Batch windows"
 
     def ready(self):
-        from batch import actions, cluster
+        from batch import actions, launch
         from gpu_requests import capacity, hooks
 
         # A window's batch capacity is a reservation of its flavors, as approved quota is.
         capacity.register_reservations(actions.batch_reservations)
         # The team's namespace quota holds its released and running batch jobs.
-        hooks.on_extra_quota(cluster.running_allotment)
+        hooks.on_extra_quota(launch.running_allotment)

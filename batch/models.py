@@ -3,7 +3,7 @@
 A window is a weekly rule in an IANA zone; its occurrences are computed
 (`batch.occurrences`), never stored. Its batch capacity per flavor is a
 reservation of that flavor for each occurrence. Jobs move through
-`BatchJob.Status` only by `batch.actions`.
+`BatchJob.Status` only by `batch.jobs`.
 """
 
 from datetime import timedelta
@@ -274,11 +274,24 @@ class BatchJob(models.Model):
 class BatchJobEvent(models.Model):
     """A job's status history: one row per transition, append-only."""
 
+    class Action(models.TextChoices):
+        SUBMIT = "submit", "Submitted"
+        CANCEL = "cancel", "Cancelled"
+        BUDGET_RELEASE = "budget_release", "Released past the budget"
+        PLAN = "plan", "Planned"
+        REPLAN = "replan", "Planned again"
+        UNPLAN = "unplan", "Back in the queue"
+        RELEASE = "release", "Released"
+        START = "start", "Started"
+        FINISH = "finish", "Finished"
+        REQUEUE = "requeue", "Requeued after a reclaim"
+        IDLE_REQUEUE = "idle_requeue", "Requeued: idle"
+
     job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="events")
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
-    action = models.CharField(max_length=32)
+    action = models.CharField(max_length=32, choices=Action.choices)
     from_status = models.CharField(max_length=20, blank=True)
     to_status = models.CharField(max_length=20, blank=True)
     reason = models.TextField(blank=True)

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from batch import validation, waiting
 from batch.actions import JOB_FIELDS
+from batch.launch import job_namespace
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
 from gpu_requests.models import Flavor
 from gpu_requests.serializers import AwareDateTimeField
@@ -318,6 +319,4 @@ class JobDetailSerializer(JobSerializer):
 
     @extend_schema_field(KubernetesJobSerializer)
     def get_kubernetes_job(self, job):
-        from batch.cluster import job_namespace
-
         return {"namespace": job_namespace(job.team), "name": job.kubernetes_name}

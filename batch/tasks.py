@@ -2,8 +2,8 @@
 
 from celery import shared_task
 
-from batch import actions
-from batch import cluster as batch_cluster
+from batch import actions, launch
+from batch.watch import watch_jobs
 from cluster import kube
 from cluster.tasks import MAX_RETRIES, sync_with_retries
 
@@ -20,13 +20,13 @@ def tick():
 
 @shared_task(name="batch.sync_job", bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def sync_job(self, job_id):
-    return sync_with_retries(self, batch_cluster.sync_job, job_id)
+    return sync_with_retries(self, launch.sync_job, job_id)
 
 
 @shared_task(name="batch.sync_jobs", acks_late=True)
 def sync_jobs(job_ids):
     """Several jobs' syncs in a row; one that fails is retried on its own."""
-    for job_id, result in batch_cluster.sync_jobs(job_ids).items():
+    for job_id, result in launch.sync_jobs(job_ids).items():
         if isinstance(result, kube.TransientClusterError):
             sync_job.apply_async((job_id,), countdown=1)
         # a permanent error is shown on the job's page
@@ -35,6 +35,6 @@ def sync_jobs(job_ids):
 @shared_task(name="batch.watch", acks_late=True)
 def watch():
     try:
-        return batch_cluster.watch_jobs()
+        return watch_jobs()
     except kube.ClusterError:
         return None  # the next run lists again from where it was

@@ -15,8 +15,8 @@ from rest_framework.exceptions import ValidationError as FilterError
 
 from batch import actions, calendar, waiting
 from batch.api import filter_jobs, visible_jobs
-from batch.cluster import job_namespace
 from batch.forms import BatchJobForm
+from batch.launch import job_namespace
 from batch.models import BatchJob, BatchWindow
 from cluster import clock
 from gpu_requests import formats, inputs

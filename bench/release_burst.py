@@ -106,7 +106,7 @@ def main():
     from django.db import connection
     from django.utils import timezone
 
-    from batch import cluster as batch_cluster
+    from batch import launch, watch
     from batch.models import BatchJob, BatchWindow, JobSync, WindowCapacity
     from cluster import kube
     from gpu_requests.models import Flavor, Team
@@ -161,7 +161,7 @@ def main():
     released_manifests = []
     for job in jobs:
         job.status, job.deadline_seconds = BatchJob.Status.RELEASED, 7200
-        released_manifests.append(batch_cluster.manifest(job))
+        released_manifests.append(launch.manifest(job))
         job.status, job.deadline_seconds = BatchJob.Status.PLANNED, None
 
     def db_transactions():
@@ -181,7 +181,7 @@ def main():
         for team in teams:
             client.apply(copy(team_manifests.namespace(team.slug)), field_manager="bench")
         for job in jobs:
-            client.apply(copy(batch_cluster.manifest(job)), field_manager="gpu-portal")
+            client.apply(copy(launch.manifest(job)), field_manager="gpu-portal")
         return client
 
     backend = KubernetesBackend(workdir, args.nodes) if real else KubesimBackend(workdir, "--bare")
@@ -224,7 +224,7 @@ def main():
         workers_before, server_before = cpu_seconds(worker_pids), backend.server_cpu()
         transactions_before = db_transactions()
         started, cpu_before = time.monotonic(), time.process_time()
-        released = batch_cluster.release_due()
+        released = launch.release_due()
         release_seconds = time.monotonic() - started
         release_cpu = time.process_time() - cpu_before
         wait_until(all_done, timeout=900)
@@ -244,8 +244,8 @@ def main():
         job_patches = Counter(
             r["path"] for r in calls if r["method"] == "PATCH" and "/jobs/" in r["path"]
         )
-        live = client.list("Job", label_selector=batch_cluster.SELECTOR)
-        portal_namespaces = {batch_cluster.job_namespace(team) for team in teams}
+        live = client.list("Job", label_selector=watch.SELECTOR)
+        portal_namespaces = {launch.job_namespace(team) for team in teams}
         running = sum(
             1
             for obj in live
@@ -282,7 +282,7 @@ def main():
         "db_statements_per_job": round(transactions / len(jobs), 2) if transactions > 0 else None,
         "api_calls_per_job": round(len(calls) / len(jobs), 3),
         "api_calls_not_job_patches": len(calls) - sum(job_patches.values()),
-        "messages": -(-len(jobs) // batch_cluster.CHUNK),
+        "messages": -(-len(jobs) // launch.CHUNK),
         "jobs_released": len(released),
         "duplicates": sum(count - 1 for count in job_patches.values() if count > 1),
         "missed": len(jobs) - running,

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.urls import reverse
 
-from batch import cluster as batch_cluster
+from batch import watch
 from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
@@ -411,7 +411,7 @@ def _act(state, now, result):
         return
     if state.kind == "Job" and (job := _batch_job(state)) is not None:
         reason = f"Idle since {state.idle_since:%Y-%m-%d %H:%M} UTC past its grace: requeued."
-        if batch_cluster.requeue_idle(job.pk, reason) is not None:
+        if watch.requeue_idle(job.pk, reason) is not None:
             _log(state, IdleAction.Kind.SUSPENDED, Mode.ACT, now, detail=reason)
             title = f"Batch job #{job.pk} {job.name} was idle: back in the queue"
             _notice(state, "idle_requeued", title, now, recipients=[job.created_by.email])

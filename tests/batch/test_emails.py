@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from batch import actions
-from batch import cluster as batch_cluster
+from batch import actions, launch
 from batch.models import BatchJob
 from gpu_requests.models import Membership
 from tests.batch.test_cluster import (
@@ -29,7 +28,7 @@ def test_released_then_succeeded(setup, demo_flavors, backend, mailoutbox):
     assert BatchJob.objects.get(pk=job.pk).status == Status.PLANNED
     assert mailoutbox == []  # planned at once, shown on the page: no email
 
-    batch_cluster.release_due()
+    launch.release_due()
     (released,) = mailoutbox
     assert released.to == ["alice@example.com"]
     assert released.subject == f"[GPU portal] Batch job #{job.pk} train released"
@@ -51,7 +50,7 @@ def test_a_burst_is_one_email_per_person(setup, demo_flavors, mailoutbox):
     theirs = submit({**setup, "alice": bob}, demo_flavors["l4"], name="eval")
     mailoutbox.clear()
 
-    batch_cluster.release_due()
+    launch.release_due()
     by_person = {tuple(m.to): m for m in mailoutbox}
     assert sorted(by_person) == [("alice@example.com",), ("bob@example.com",)]
     alice_mail = by_person[("alice@example.com",)]
@@ -70,7 +69,7 @@ def test_a_name_with_a_line_break_stops_no_one_elses_email(setup, demo_flavors, 
     BatchJob.objects.filter(pk=first.pk).update(name="sweep\r\nBcc: everyone@example.com")
     mailoutbox.clear()
 
-    batch_cluster.release_due()
+    launch.release_due()
     by_person = {tuple(m.to): m for m in mailoutbox}
     assert sorted(by_person) == [("alice@example.com",), ("bob@example.com",)]
     subject = by_person[("alice@example.com",)].subject
@@ -90,7 +89,7 @@ def test_a_late_release_says_the_close_binds_and_the_deadline_is_explained(
     job.refresh_from_db()
     # Released 100 minutes into the two-hour window: 20 minutes are left.
     late = job.opens_at + timedelta(minutes=100)
-    batch_cluster.release_due(late)
+    launch.release_due(late)
     (released,) = mailoutbox
     assert "at the latest: the window's close, before its maximum runtime" in released.body
 

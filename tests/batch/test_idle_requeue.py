@@ -6,8 +6,9 @@ queries return (tests/idle/test_evaluate.py reads them from a real Prometheus)."
 from datetime import timedelta
 
 from batch import actions as batch_actions
-from batch import cluster as batch_cluster
+from batch import launch
 from batch.models import BatchJob, BatchJobEvent
+from cluster import clock
 from gpu_requests.models import Flavor
 from idle import actions
 from idle.evaluation import Workload
@@ -24,13 +25,13 @@ def test_an_idle_batch_job_is_suspended_and_requeued(
     h100 = demo_flavors["h100"]
     job = submit(setup, h100, annotations={"kubesim.io/duration": "2h"})
     batch_actions.replan()
-    batch_cluster.release_due()
+    launch.release_due()
     watch_until(job, {Status.RUNNING}, backend)
     wait_for(lambda: cluster.list("Pod", namespace="vision"))
     actions.set_policy(h100, None, by=setup["admin"], idle_minutes=10, grace_minutes=5, mode="act")
     name = f"batch-{job.pk}"
     idle = Workload("vision", "Job", name, h100.pk, gpus=2, activity=0.01, pods=2)
-    start = job.started_at if job.started_at else batch_cluster.clock.now()
+    start = job.started_at if job.started_at else clock.now()
     flavors = list(Flavor.objects.all())
     for minute in range(1, 17):
         actions.apply_observations({idle.key: idle}, flavors, start + timedelta(minutes=minute))

@@ -1,8 +1,7 @@
 """A batch job's outcome reaches its team's webhook (kubesim over HTTP, tasks inline,
 a real receiver checking the signature)."""
 
-from batch import actions
-from batch import cluster as batch_cluster
+from batch import actions, launch
 from batch.models import BatchJob
 from notifications import actions as hooks
 from notifications.models import Delivery
@@ -22,7 +21,7 @@ def test_a_finished_job_is_posted_to_the_teams_webhook(
     _, secret = hooks.set_webhook(setup["team"], receiver.url, by=setup["admin"])
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
-    batch_cluster.release_due()
+    launch.release_due()
     watch_until(job, {BatchJob.Status.SUCCEEDED}, backend, advance_by=120)
 
     def outcome_posted():

@@ -9,8 +9,7 @@ from datetime import timedelta
 
 from django.db.models import F
 
-from batch import actions
-from batch import cluster as batch_cluster
+from batch import actions, launch, watch
 from batch.models import BatchJob, WatchState
 from cluster import kube
 from tests.batch.test_cluster import status_of, submit
@@ -36,16 +35,16 @@ def test_it_resumes_from_the_stored_resource_version(setup, demo_flavors, backen
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
     backend.clear_requests()
-    assert batch_cluster.watch_jobs(seconds=1) == 1  # no version yet: a LIST
+    assert watch.watch_jobs(seconds=1) == 1  # no version yet: a LIST
     assert job_calls(backend) == ["list"]
     listed = stored_version()
     assert listed
 
-    batch_cluster.release_due()
+    launch.release_due()
     backend.clear_requests()
 
     def running():
-        batch_cluster.watch_jobs(seconds=1)
+        watch.watch_jobs(seconds=1)
         return status_of(job) == Status.RUNNING
 
     wait_for(running, timeout=30)
@@ -58,19 +57,19 @@ def test_it_resumes_from_the_stored_resource_version(setup, demo_flavors, backen
 def test_a_version_too_old_410_gone_lists_again(setup, demo_flavors, backend):
     job = submit(setup, demo_flavors["h100"])
     actions.replan()
-    batch_cluster.watch_jobs(seconds=1)
-    batch_cluster.release_due()
+    watch.watch_jobs(seconds=1)
+    launch.release_due()
     # The server forgets its watch history: the stored version is now too old.
     backend.expire_watch_history()
     backend.clear_requests()
 
-    assert batch_cluster.watch_jobs(seconds=1) == 0
+    assert watch.watch_jobs(seconds=1) == 0
     assert job_calls(backend) == ["watch"]
     assert stored_version() == ""  # 410 Gone: forget it
     assert status_of(job) == Status.RELEASED  # nothing was seen yet
 
     def relisted():
-        batch_cluster.watch_jobs(seconds=1)
+        watch.watch_jobs(seconds=1)
         return status_of(job) == Status.RUNNING
 
     wait_for(relisted, timeout=30)
@@ -85,8 +84,8 @@ def test_the_periodic_relist_finds_what_the_watch_missed(
     settings.PORTAL_BATCH_RELIST_SECONDS = 300
     job = submit(setup, demo_flavors["h100"], parallelism=1, completions=1)
     actions.replan()
-    batch_cluster.watch_jobs(seconds=1)  # the first LIST
-    batch_cluster.release_due()
+    watch.watch_jobs(seconds=1)  # the first LIST
+    launch.release_due()
 
     def completed():
         live = cluster.get("Job", f"batch-{job.pk}", "vision")
@@ -95,22 +94,22 @@ def test_the_periodic_relist_finds_what_the_watch_missed(
     wait_for(completed, timeout=30, every=lambda: backend.pass_time(300))
     # The Job's events are lost to the watch (as when a worker died after its WATCH
     # moved past them): the stored version is already the server's latest.
-    _, latest = cluster.list_versioned("Job", label_selector=batch_cluster.SELECTOR)
+    _, latest = cluster.list_versioned("Job", label_selector=watch.SELECTOR)
     WatchState.objects.update(resource_version=latest)
     backend.clear_requests()
-    assert batch_cluster.watch_jobs(seconds=1) == 0
+    assert watch.watch_jobs(seconds=1) == 0
     assert job_calls(backend) == ["watch"]
     assert status_of(job) == Status.RELEASED
 
     # The last LIST is older than PORTAL_BATCH_RELIST_SECONDS: this run lists again.
     WatchState.objects.update(listed_at=F("listed_at") - timedelta(seconds=301))
     backend.clear_requests()
-    assert batch_cluster.watch_jobs(seconds=1) == 1
+    assert watch.watch_jobs(seconds=1) == 1
     assert job_calls(backend) == ["list"]
     assert status_of(job) == Status.SUCCEEDED
     listed_at = WatchState.objects.values_list("listed_at", flat=True).get(pk=1)
     backend.clear_requests()
-    batch_cluster.watch_jobs(seconds=1)  # relisted just now: back to watching
+    watch.watch_jobs(seconds=1)  # relisted just now: back to watching
     assert job_calls(backend) == ["watch"]
     assert WatchState.objects.values_list("listed_at", flat=True).get(pk=1) == listed_at
 
@@ -131,10 +130,10 @@ def test_failed_scheduling_is_shown_on_the_job_page(setup, demo_flavors, cluster
             content_type="application/merge-patch+json",
         )
     actions.replan()
-    batch_cluster.release_due()
+    launch.release_due()
 
     def shown():
-        batch_cluster.record(
+        watch.record(
             cluster.get("Job", f"batch-{job.pk}", "vision"), cluster=kube.cluster()
         )  # as the portal
         events = BatchJob.objects.values_list("cluster_events", flat=True).get(pk=job.pk)

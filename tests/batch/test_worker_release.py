@@ -21,8 +21,7 @@ import redis
 from django.db.models import F
 from django.utils import timezone
 
-from batch import actions
-from batch import cluster as batch_cluster
+from batch import actions, launch
 from batch.models import BatchJob, BatchJobEvent, ImageRule, JobSync
 from gpu_requests.models import Flavor, Membership, Team
 from tests.factories import UserFactory, make_reviewer
@@ -125,7 +124,7 @@ def planned(workers, redis_url, backend, cluster, demo_flavors):
         return all_synced() and len(found) == JOBS and found
 
     # The outbox's sweep, not the tick: the tick would release them already.
-    found = wait_for(created, timeout=60, interval=0.3, every=batch_cluster.job_sync.sweep)
+    found = wait_for(created, timeout=60, interval=0.3, every=launch.job_sync.sweep)
     assert all(obj["spec"]["suspend"] is True for obj in found.values())
     # A sync the sweep sent twice (a slow worker) must not carry the release below.
     wait_for(lambda: no_message_in_flight(redis_url), timeout=30, interval=0.3)
@@ -170,7 +169,7 @@ def test_a_worker_killed_mid_release_every_job_released_exactly_once(
     (first,) = workers.processes
     # Every API call takes 0.25 s: the release is still going when the worker dies.
     backend.faults(latency_ms=250)
-    released = batch_cluster.release_due()
+    released = launch.release_due()
     assert sorted(released) == [job.pk for job in jobs]
 
     def some_patched():
@@ -195,7 +194,7 @@ def test_a_worker_killed_mid_release_every_job_released_exactly_once(
     # Only Jobs of the message the dead worker was carrying were applied twice (it
     # records a message's jobs as done after their applies), and those second
     # applies changed nothing (one generation each, above).
-    assert sum(count - 1 for count in patches.values()) <= batch_cluster.CHUNK, patches
+    assert sum(count - 1 for count in patches.values()) <= launch.CHUNK, patches
 
 
 def test_the_broker_down_at_the_opening_the_tick_releases_every_job_once(
@@ -206,7 +205,7 @@ def test_the_broker_down_at_the_opening_the_tick_releases_every_job_once(
     jobs, generations = planned
     _use_broker(app, DEAD_BROKER)
     try:
-        released = batch_cluster.release_due()
+        released = launch.release_due()
     finally:
         _use_broker(app, redis_url)
     # The release stands in the database; nothing reached the cluster.
@@ -231,7 +230,7 @@ def test_transient_api_errors_during_the_release_every_job_released_exactly_once
     # A third of the Job PATCHes answer 500, 503 (Retry-After) or 429 throughout:
     # the client retries in place, then the task retries with backoff.
     backend.faults(error_rate=0.35, paths=r"/jobs/", methods=["PATCH"], retry_after=1)
-    released = batch_cluster.release_due()
+    released = launch.release_due()
     assert sorted(released) == [job.pk for job in jobs]
 
     wait_for(all_synced, timeout=90, interval=0.3, every=actions.tick)

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from batch import actions as batch_actions
-from batch import cluster as batch_cluster
+from batch import launch, watch
 from batch.models import BatchJob
 from billing.models import TeamUsage
 from tests.batch.conftest import (  # noqa: F401 (fixtures)
@@ -54,7 +54,7 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
         annotations={"kubesim.io/duration": "1h"},
     )
     batch_actions.replan(reason="test")
-    batch_cluster.release_due()
+    launch.release_due()
     started = timezone.now()
     with running_prometheus(str(tmp_path), scrape=backend.scrape_configs(str(tmp_path))) as url:
         settings.PORTAL_PROMETHEUS_URL = url
@@ -74,7 +74,7 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
         def recorded():
             live = cluster.get("Job", f"batch-{job.pk}", "vision")
             if live is not None:
-                batch_cluster.record(live, cluster=cluster)
+                watch.record(live, cluster=cluster)
             return BatchJob.objects.values_list("disrupted_pods", flat=True).get(pk=job.pk)
 
         assert wait_for(recorded, timeout=30) == [pod["metadata"]["uid"]]

@@ -146,7 +146,7 @@ def credited(settings, prometheus_url, catalog, vision, alice, admin_user):
             priority=0,
         )
     # What batch's watch writes when it sees the pod's DisruptionTarget
-    # condition (batch.cluster._details): here the history's pod is made up, so
+    # condition (batch.watch._details): here the history's pod is made up, so
     # its uid is written as the watch would; test_live_reclaim.py goes through
     # the watch itself against kubesim.
     BatchJob.objects.filter(pk=job.pk).update(disrupted_pods=[RECLAIMED.uid], lost_gpu_minutes=45)

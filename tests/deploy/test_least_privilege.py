@@ -24,7 +24,7 @@ import pytest
 from django.utils import timezone
 
 from batch import actions as batch_actions
-from batch import cluster as batch_cluster
+from batch import launch, watch
 from batch.models import BatchJob
 from cluster import actions as cluster_actions
 from cluster import kube
@@ -60,7 +60,7 @@ def watch_until(job, wanted, backend, *, advance_by=0):
     """Follow the Jobs until `job` is in `wanted`; stop early once kubesim refuses."""
 
     def reached():
-        batch_cluster.watch_jobs(seconds=1)
+        watch.watch_jobs(seconds=1)
         return status_of(job) in wanted or bool(refusals(backend))
 
     every = (lambda: backend.pass_time(advance_by)) if advance_by else None
@@ -107,7 +107,7 @@ def portal_life(setup, flavors, backend, capture):
         batch_actions.replan(reason="test")
 
     def run_job():
-        batch_cluster.release_due()
+        launch.release_due()
         watch_until(jobs["job"], {Status.RUNNING}, backend)
         watch_until(jobs["job"], {Status.SUCCEEDED}, backend, advance_by=120)
 

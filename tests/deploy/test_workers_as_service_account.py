@@ -10,7 +10,7 @@ import pytest
 from django.db.models import F
 
 from batch import actions as batch_actions
-from batch import cluster as batch_cluster
+from batch import launch
 from batch.models import BatchJob, JobSync
 from cluster.models import FlavorCapacity, GpuNode
 from portal.celery import app
@@ -68,7 +68,7 @@ def test_a_worker_creates_releases_and_follows_a_batch_job_as_the_service_accoun
     wait_for(lambda: synced() and cluster.get("Job", name, "vision"), timeout=20)
     assert cluster.get("Job", name, "vision")["spec"]["suspend"] is True
 
-    assert batch_cluster.release_due() == [job.pk]
+    assert launch.release_due() == [job.pk]
     wait_for(lambda: cluster.get("Job", name, "vision")["spec"]["suspend"] is False, timeout=20)
     # The namespace (and its quota, grown by the batch allotment) came with it.
     assert hard(cluster, "vision")["requests.nvidia.com/gpu"] == "2"

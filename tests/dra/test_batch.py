@@ -10,8 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from batch import actions, manifests
-from batch import cluster as batch_cluster
+from batch import actions, launch, manifests, watch
 from batch.models import BatchJob, ImageRule
 from cluster import actions as cluster_actions
 from cluster import kube
@@ -74,7 +73,7 @@ def test_a_dra_job_runs_on_devices_the_scheduler_allocates(dra_setup, cluster, b
     template = cluster.get("ResourceClaimTemplate", name, "vision")
     assert template["metadata"]["ownerReferences"][0]["uid"] == live["metadata"]["uid"]
 
-    assert batch_cluster.release_due() == [job.pk]
+    assert launch.release_due() == [job.pk]
     quota = cluster.get("ResourceQuota", "gpu-quota", "vision")
     assert quota["spec"]["hard"][objects.QUOTA_KEY] == "2"  # the batch allotment, by class
 
@@ -123,14 +122,14 @@ def test_a_dra_job_over_quota_stays_released_with_the_servers_refusal(dra_setup,
         "spec": {"hard": {objects.QUOTA_KEY: "0"}},
     }
     cluster.apply(cap, field_manager="someone")
-    batch_cluster.release_due()
+    launch.release_due()
     name = manifests.job_name(job.pk)
 
     def refused():
         live = cluster.get("Job", name, "vision")
         if not (live.get("status") or {}).get("active"):
             return None  # the pod is not there yet
-        batch_cluster.record(live, cluster=kube.cluster())  # as the portal's watch
+        watch.record(live, cluster=kube.cluster())  # as the portal's watch
         job.refresh_from_db()
         return [e for e in job.cluster_events if e["reason"] == "FailedResourceClaimCreation"]
 
@@ -146,7 +145,7 @@ def test_a_dra_job_over_quota_stays_released_with_the_servers_refusal(dra_setup,
 
 
 def _recorded(job, cluster, name):
-    batch_cluster.record(cluster.get("Job", name, "vision"), cluster=kube.cluster())
+    watch.record(cluster.get("Job", name, "vision"), cluster=kube.cluster())
     return status_of(job)
 
 
@@ -164,7 +163,7 @@ def test_a_dra_overrun_ends_deadline_exceeded_and_frees_its_devices(dra_setup, c
         annotations={"kubesim.io/duration": "3h"},
     )
     actions.replan()
-    batch_cluster.release_due()
+    launch.release_due()
     job.refresh_from_db()
     assert job.deadline_seconds <= 60
     assert wait_for(lambda: allocated(cluster), timeout=90) == ["cpu-0"]
@@ -246,7 +245,7 @@ def test_a_spot_reclaim_of_a_dra_job_is_replaced_in_place_on_the_devices_left(
     actions.replan()
     live = cluster.get("Job", manifests.job_name(job.pk), "vision")
     assert live["spec"]["podFailurePolicy"]["rules"][0]["action"] == "Ignore"
-    batch_cluster.release_due()
+    launch.release_due()
     _reclaim_cpu0(job, cluster, backend)
 
     def disrupted():
@@ -272,7 +271,7 @@ def test_a_reclaim_of_a_dra_job_that_does_not_tolerate_it_requeues_and_runs_it_a
 ):
     job = submit(dra_setup, dra_setup["flavor"], parallelism=1, completions=1, annotations=RUN)
     actions.replan()
-    batch_cluster.release_due()
+    launch.release_due()
     name = manifests.job_name(job.pk)
     first_uid = cluster.get("Job", name, "vision")["metadata"]["uid"]
     _reclaim_cpu0(job, cluster, backend)
@@ -287,7 +286,7 @@ def test_a_reclaim_of_a_dra_job_that_does_not_tolerate_it_requeues_and_runs_it_a
     # is owned by it (not collected with the Job the requeue deleted).
     actions.replan()
     assert status_of(job) == Status.PLANNED
-    assert batch_cluster.release_due() == [job.pk]
+    assert launch.release_due() == [job.pk]
     live = cluster.get("Job", name, "vision")
     assert live["metadata"]["uid"] != first_uid
     template = wait_for(lambda: cluster.get("ResourceClaimTemplate", name, "vision"), timeout=30)

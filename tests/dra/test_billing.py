@@ -14,8 +14,7 @@ import pytest
 from django.utils import timezone
 
 from batch import actions as batch_actions
-from batch import cluster as batch_cluster
-from batch import manifests
+from batch import launch, manifests
 from billing import actions, prometheus
 from billing.models import TeamUsage, WorkloadUsage
 from cluster import actions as cluster_actions
@@ -167,7 +166,7 @@ def test_a_dra_batch_job_is_metered_on_its_team_flavor_and_window(
     annotations = {"kubesim.io/duration": "120s", "kubesim.io/gpu-profile": "idle"}
     job = submit(dra_setup, flavor, parallelism=1, completions=1, annotations=annotations)
     batch_actions.replan(reason="test")
-    assert batch_cluster.release_due() == [job.pk]
+    assert launch.release_due() == [job.pk]
     name = manifests.job_name(job.pk)
 
     def recorded():

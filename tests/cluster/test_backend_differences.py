@@ -378,6 +378,9 @@ def probe_deployment_chain(api, backend):
     return f"owns {len(pods)} pods {shown} labelled {labels}; owners {owners}; revision {revision}"
 
 
+COUNTS = ("replicas", "terminatingReplicas")
+
+
 def probe_deployment_scaled_to_zero(api, backend):
     deployment, rs, _ = deployment_with_pods(api, "idle", 1)
     code, _ = api("PATCH", f"{APPS}/deployments/idle", {"spec": {"replicas": 0}},
@@ -390,7 +393,10 @@ def probe_deployment_scaled_to_zero(api, backend):
         replica_set = api("GET", f"{APPS}/replicasets/{rs['metadata']['name']}")[1]
         generations = (found, replica_set)
         done = all(o["status"].get("observedGeneration") == 2 for o in generations)
-        return done and not found["status"].get("replicas") and generations
+        # Both controllers have seen the pod go (the ReplicaSet's status counts it as
+        # terminating until its next sync: a loaded run read it in between).
+        gone = not any(o["status"].get(f) for o in generations for f in COUNTS)
+        return done and gone and generations
 
     found, replica_set = wait_for(settled, timeout=60)
     return (

@@ -242,7 +242,7 @@ def validate_job(data, *, by, now=None):
     now = now or clock.now()
     errors = {}
     team = data.get("team")
-    if team is not None and not (access.is_member(by, team) or access.can_review(by)):
+    if team is not None and not access.can_see(by, team):
         errors["team"] = ["You are not a member of this team."]
     elif team is not None and quota_actions.is_archived(team):
         errors["team"] = [f"{team.name} is archived and takes no new work."]

@@ -6,6 +6,7 @@ from datetime import datetime, time, timedelta
 
 from batch.models import BatchJob
 from batch.occurrences import label
+from batch.planner import Profile
 
 Status = BatchJob.Status
 COUNTED = (
@@ -59,8 +60,13 @@ def _planned(windows):
 
 
 def _peak(intervals):
-    points = {start for start, *_ in intervals}
-    return max((sum(g for s, e, g, *_ in intervals if s <= t < e) for t in points), default=0)
+    """Most GPUs the planned jobs hold at once: the planner's own step function."""
+    if not intervals:
+        return 0
+    profile = Profile(min(s for s, *_ in intervals), max(e for _, e, *_ in intervals), None)
+    for start, end, gpus, *_ in intervals:
+        profile.add(start, end, gpus)
+    return profile.peak()
 
 
 def _share(intervals, team_ids):

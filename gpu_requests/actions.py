@@ -212,7 +212,7 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
     """Field errors for a new request, as a dict of lists (empty when valid)."""
     now = now or timezone.now()
     errors = {}
-    if team is not None and not (access.is_member(by, team) or access.can_review(by)):
+    if team is not None and not access.can_see(by, team):
         errors["team"] = ["You are not a member of this team."]
     elif team is not None and is_archived(team):
         errors["team"] = [f"{team.name} is archived and takes no new quota."]

@@ -456,7 +456,7 @@ def _detail_context(request, quota_request, **extra):
     user = request.user
     pending = quota_request.status == Status.PENDING
     reviewer = access.can_review(user)
-    member = reviewer or access.is_member(user, quota_request.team)
+    member = access.can_see(user, quota_request.team)
     context = {
         "req": quota_request,
         "events": quota_request.events.select_related("actor"),

@@ -535,7 +535,7 @@ def _notice(state, event, title, now, extra=(), recipients=None):
 def bring_back(state, *, by):
     """Restore a workload scaled to zero by an idle action (its team's members and
     admins): the replicas it had, the saving closed, the state forgotten."""
-    if not access.teams_for(by).filter(pk=state.team_id).exists():
+    if not access.can_see(by, state.team):
         raise errors.NotAllowed(f"Only {state.team.name}'s members bring it back.")
     if state.kind not in workloads.SCALABLE or state.acted_at is None:
         raise errors.IllegalTransition(f"{_name(state)} was not scaled to zero.")

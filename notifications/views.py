@@ -177,7 +177,7 @@ def delivery_resend(request, pk):
     """Send a failed delivery again; back to the page it was asked from."""
     delivery = get_object_or_404(Delivery.objects.select_related("webhook__team"), pk=pk)
     team = delivery.webhook.team
-    if team is not None and not access.teams_for(request.user).filter(pk=team.pk).exists():
+    if team is not None and not access.can_see(request.user, team):
         raise Http404("No such delivery.")
     if _attempt(request, lambda: actions.redeliver(delivery, by=request.user)):
         messages.success(request, f"Delivery #{delivery.pk} queued again.")

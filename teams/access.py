@@ -13,9 +13,10 @@ def can_review(user):
     return user.is_active and user.has_perm("gpu_requests.review_quotarequest")
 
 
-def is_member(user, team):
-    """In the team, as a member or a manager (a query)."""
-    return team.memberships.filter(user=user).exists()
+def can_see(user, team):
+    """In the team or a platform admin: sees its requests, jobs, spend and
+    workloads, and may ask for quota or queue work in it (a query at most)."""
+    return can_review(user) or team.memberships.filter(user=user).exists()
 
 
 def is_manager(user, team):

@@ -33,7 +33,7 @@ from gpu_requests import capacity as quota_capacity
 from gpu_requests import hooks
 from gpu_requests.models import Flavor
 from teams import access
-from teams.errors import IllegalTransition, NotAllowed
+from teams.errors import NotAllowed
 
 log = logging.getLogger(__name__)
 
@@ -332,20 +332,7 @@ def release_past_budget(job, *, by, reason=""):
     """Let one held job run past its team's hard budget: platform admins, audited."""
     if not access.can_review(by):
         raise NotAllowed("Only platform admins can release a job past its team's budget.")
-    updated = BatchJob.objects.filter(
-        pk=job.pk, status__in=BatchJob.PLANNABLE, budget_override=False
-    ).update(budget_override=True)
-    if not updated:
-        raise IllegalTransition("Only a queued or planned job not released already can be.")
-    job.refresh_from_db()
-    jobs.record(
-        job,
-        action=Action.BUDGET_RELEASE,
-        from_status=job.status,
-        to_status=job.status,
-        actor=by,
-        reason=reason or "Released past the team's budget.",
-    )
+    jobs.release_past_budget(job, actor=by, reason=reason or "Released past the team's budget.")
     transaction.on_commit(lambda: request_plan("job released past its budget"))
     return job
 

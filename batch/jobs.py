@@ -1,9 +1,10 @@
 """The one front door of a batch job's status.
 
-Every transition is a compare-and-set: an UPDATE whose WHERE carries the
-statuses the job may move from, so of two writers racing (a cancel and the
-watch, two planner runs) one moves the job and the other finds it moved. Each
-move writes one row of the job's history (`BatchJobEvent`). People and the
+Every transition (and the release past a budget, which keeps the status) is a
+compare-and-set: an UPDATE whose WHERE carries the statuses the job may move
+from, so of two writers racing (a cancel and the watch, two planner runs) one
+moves the job and the other finds it moved. Each move writes one row of the
+job's history (`BatchJobEvent`). People and the
 planner (`batch.actions`), the release (`batch.launch`), the watch and idle's
 requeue (`batch.watch`) move jobs only through here.
 """
@@ -62,6 +63,27 @@ def move_or_refuse(job, *, to, allowed_from, action, **kwargs):
         f"Batch job #{job.pk} is {Status(current).label.lower()}: only {allowed} jobs "
         f"allow {action}."
     )
+
+
+def release_past_budget(job, *, actor, reason):
+    """Let a queued or planned job run past its team's hard budget, keeping its status:
+    the same compare-and-set (and not released already), one row of history."""
+    released = BatchJob.objects.filter(
+        pk=job.pk, status__in=BatchJob.PLANNABLE, budget_override=False
+    ).update(budget_override=True)
+    if not released:
+        raise IllegalTransition("Only a queued or planned job not released already can be.")
+    job.refresh_from_db(fields=["status", "budget_override"])
+    status = job.status
+    record(
+        job,
+        action=Action.BUDGET_RELEASE,
+        from_status=status,
+        to_status=status,
+        actor=actor,
+        reason=reason,
+    )
+    return job
 
 
 def move_many(jobs, *, to, allowed_from, action, reason, **fields):

@@ -216,7 +216,7 @@ def test_the_lifecycle_sweep_tells_the_hooks_in_three_queries(
         quota_actions.approve(submit(team, h100, who, gpus=1, starts_at=soon), by=admin_user)
     Delivery.objects.all().delete()  # those of the submissions and approvals
     later = timezone.now() + timedelta(minutes=2)
-    # As for none (tests/actions/test_lifecycle.py), plus the one INSERT of every delivery.
+    # As for none (tests/gpu_requests/test_lifecycle.py), plus the one INSERT of every delivery.
     with django_assert_num_queries(3 + 5 + 4 + 2 + 1):
         assert quota_actions.advance_lifecycle(now=later) == {"expired": 0, "activated": 6}
     # Vision's three to its hook and the admins'; NLP's three to the admins' only.

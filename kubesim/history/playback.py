@@ -124,7 +124,12 @@ class History:
             for name, spec in workload.namespaces.items()
         }
         self.live: dict[tuple, Live] = {}  # (namespace, pod name) -> run alive now
-        self.pending: list[Live] = []
+        self.pending: list[Live] = []  # created, not yet tried by the scheduler
+        # Refused by the scheduler, in creation order. A refusal stands until a pod ends
+        # or a node changes (placing pods only takes room), so they are tried again only
+        # then, as the live scheduler retries on such changes.
+        self.unschedulable: list[Live] = []
+        self._room_changed = False
         self.usage: dict[tuple, Usage] = {}
         self.ksm_dirty = True
         self._ksm: dict[str, list[str]] = {}
@@ -151,15 +156,20 @@ class History:
         self._changed(run.entry.namespace)
 
     def _schedule(self, at: float) -> None:
-        if not self.pending:
+        if self._room_changed:
+            queue, still = self.unschedulable + self.pending, []
+            self._room_changed = False
+        else:
+            queue, still = self.pending, self.unschedulable
+        self.pending = []
+        if not queue:
             return
         nodes = self.cluster.schedulable()
         by_node: dict[str, list[dict]] = {}  # the pods holding each node's GPUs
         for live in self.live.values():
             if live.node is not None and scheduler.is_active(live.pod):
                 by_node.setdefault(live.node["metadata"]["name"], []).append(live.pod)
-        still = []
-        for live in self.pending:
+        for live in queue:
             entry = live.run.entry
             node, devices, _ = scheduler.place(live.pod, nodes, by_node)
             if node is None:
@@ -175,7 +185,7 @@ class History:
             live.started, live.ends = at, at + entry.duration
             sync_job(live, at)
             self._changed(entry.namespace)
-        self.pending = still
+        self.unschedulable = still
 
     def _finish(self, at: float) -> None:
         for key, live in list(self.live.items()):
@@ -183,6 +193,7 @@ class History:
                 ending = live.ending or runtime.next_status
                 live.pod = {**live.pod, "status": ending(live.pod, as_datetime(live.ends))}
                 sync_job(live, live.ends)
+                self._room_changed = True
                 live.gone = live.ends + (self.workload.retain if live.kept is None else live.kept)
                 self._changed(key[0])
             if live.gone is not None and at >= live.gone:
@@ -199,6 +210,7 @@ class History:
         while self.timeline and self.timeline[0][0] <= at:
             when, _, action, args = heapq.heappop(self.timeline)
             action(when, *args)
+            self._room_changed = True  # a node changed, joined or went
 
     def _node_at(self, incident: Incident, when: float) -> dict:
         node = self.cluster.node(incident.node)

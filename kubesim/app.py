@@ -9,8 +9,8 @@ import threading
 from kubesim import control
 from kubesim.apiserver.auth import Auth
 from kubesim.apiserver.faults import Faults
+from kubesim.apiserver.registry import Store
 from kubesim.apiserver.server import KubeSimServer
-from kubesim.apiserver.store import Store
 from kubesim.clock import Clock
 from kubesim.kubeconfig import write_kubeconfig
 

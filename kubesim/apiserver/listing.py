@@ -12,7 +12,7 @@ import binascii
 import json
 
 from .errors import BadRequest, Expired, FieldError, Invalid
-from .store import parse_resource_version
+from .storage import parse_resource_version
 
 TOKEN_VERSION = "meta.k8s.io/v1"
 EXPIRED_LIST = "The resourceVersion for the provided list is too old."

@@ -1,4 +1,4 @@
-"""The default scheduler: binds pending pods to the node `scheduler.choose_node` picks
+"""The default scheduler: binds pending pods to the node `scheduler.place` picks
 (with the GPUs the device plugin hands out), or marks them Unschedulable."""
 
 import copy
@@ -53,20 +53,19 @@ class DefaultScheduler(Controller):
                 by_node.setdefault(node_name, []).append(pod)
         pending.sort(key=lambda p: p["metadata"].get("creationTimestamp", ""))
         for pod in pending:
-            node, message = scheduler.choose_node(pod, nodes, by_node)
+            node, devices, message = scheduler.place(pod, nodes, by_node)
             try:
                 if node is None:
                     self._mark_unschedulable(pod, message)
                     continue
-                bound = self._bind(pod, node, by_node.get(node["metadata"]["name"], []))
+                bound = self._bind(pod, node, devices)
             except ApiError as error:
                 log.debug("scheduling %s: %s", pod["metadata"]["name"], error)
                 continue
             by_node.setdefault(node["metadata"]["name"], []).append(bound)
 
-    def _bind(self, pod: dict, node: dict, pods_on_node: list[dict]) -> dict:
+    def _bind(self, pod: dict, node: dict, devices: list) -> dict:
         node_name = node["metadata"]["name"]
-        devices = scheduler.assign_devices(pod, node, pods_on_node)
         bound = copy.deepcopy(pod)
         bound["spec"]["nodeName"] = node_name
         if devices:

@@ -192,6 +192,19 @@ def choose_node(
     return None, failed_scheduling_message(len(nodes), reasons, preemption)
 
 
+def place(
+    pod: dict, nodes: list[dict], pods_by_node: dict[str, list[dict]]
+) -> tuple[dict | None, list[Device], str]:
+    """Where the default scheduler binds `pod`, with the GPUs the device plugin hands it
+    there: (node, devices, "") or (None, [], the FailedScheduling message). The live
+    scheduler and history's playback both place pods by it. `pods_by_node`: the pods
+    bound to each node (those that ended hold nothing)."""
+    node, message = choose_node(pod, nodes, pods_by_node)
+    if node is None:
+        return None, [], message
+    return node, assign_devices(pod, node, pods_by_node.get(node["metadata"]["name"], [])), ""
+
+
 def _histogram(counter: Counter[str]) -> str:
     # The scheduler sorts "<count> <reason>" strings, count included.
     return ", ".join(sorted(f"{count} {reason}" for reason, count in counter.items()))

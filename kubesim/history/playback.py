@@ -38,17 +38,14 @@ XID_CRASH_AFTER = xid.CRASH_AFTER  # the pod on the GPU crashes this long after 
 
 
 class Cluster:
-    """Nodes and their free devices; places pods as the scheduler would (first node by
-    name that matches the selector, is not cordoned and has enough free healthy devices,
-    lowest index first)."""
+    """The nodes, their devices, and which are cordoned or gone. Where a pod goes is the
+    scheduler's decision (`scheduler.place`), as on the live cluster."""
 
     def __init__(self, nodes: list[dict], boot: float):
         self.nodes: list[dict] = []
         self.devices: dict[str, list] = {}
         self.physical: dict[str, list] = {}
         self.boot: dict[str, float] = {}  # node -> when it booted (DCGM's energy counter)
-        self.taken: set[str] = set()
-        self.unhealthy: set[str] = set()  # device keys the device plugin reports unhealthy
         self.cordoned: set[str] = set()
         self.gone: set[str] = set()  # reclaimed node names: never used again
         self.last_xid: dict[tuple, int] = {}  # (node, gpu) -> DCGM_FI_DEV_XID_ERRORS
@@ -75,27 +72,9 @@ class Cluster:
         self.cordoned.discard(name)
         self.gone.add(name)
 
-    def place(self, pod: dict, resource: str, gpus: int):
-        for node in self.nodes:
-            if node["metadata"]["name"] in self.cordoned:
-                continue
-            if not scheduler.matches_node_selector(pod, node):
-                continue
-            free = [
-                d
-                for d in self.devices[node["metadata"]["name"]]
-                if d.resource == resource
-                and d.key not in self.taken
-                and d.key not in self.unhealthy
-            ]
-            if len(free) >= gpus:
-                chosen = free[:gpus]
-                self.taken.update(d.key for d in chosen)
-                return node, chosen
-        return None, []
-
-    def release(self, devices) -> None:
-        self.taken.difference_update(d.key for d in devices)
+    def schedulable(self) -> list[dict]:
+        """The nodes new pods may go to (a cordoned node is unschedulable)."""
+        return [n for n in self.nodes if n["metadata"]["name"] not in self.cordoned]
 
 
 @dataclass
@@ -145,7 +124,12 @@ class History:
             for name, spec in workload.namespaces.items()
         }
         self.live: dict[tuple, Live] = {}  # (namespace, pod name) -> run alive now
-        self.pending: list[Live] = []
+        self.pending: list[Live] = []  # created, not yet tried by the scheduler
+        # Refused by the scheduler, in creation order. A refusal stands until a pod ends
+        # or a node changes (placing pods only takes room), so they are tried again only
+        # then, as the live scheduler retries on such changes.
+        self.unschedulable: list[Live] = []
+        self._room_changed = False
         self.usage: dict[tuple, Usage] = {}
         self.ksm_dirty = True
         self._ksm: dict[str, list[str]] = {}
@@ -172,10 +156,22 @@ class History:
         self._changed(run.entry.namespace)
 
     def _schedule(self, at: float) -> None:
-        still = []
-        for live in self.pending:
+        if self._room_changed:
+            queue, still = self.unschedulable + self.pending, []
+            self._room_changed = False
+        else:
+            queue, still = self.pending, self.unschedulable
+        self.pending = []
+        if not queue:
+            return
+        nodes = self.cluster.schedulable()
+        by_node: dict[str, list[dict]] = {}  # the pods holding each node's GPUs
+        for live in self.live.values():
+            if live.node is not None and scheduler.is_active(live.pod):
+                by_node.setdefault(live.node["metadata"]["name"], []).append(live.pod)
+        for live in queue:
             entry = live.run.entry
-            node, devices = self.cluster.place(live.pod, entry.resource, entry.gpus)
+            node, devices, _ = scheduler.place(live.pod, nodes, by_node)
             if node is None:
                 still.append(live)
                 continue
@@ -184,11 +180,12 @@ class History:
             annotations = pod["metadata"]["annotations"]
             annotations[scheduler.DEVICES_ANNOTATION] = ",".join(d.key for d in devices)
             live.pod = {**pod, "status": runtime.running_status(pod, node, as_datetime(at))}
+            by_node.setdefault(node["metadata"]["name"], []).append(live.pod)
             live.node, live.devices = node, devices
             live.started, live.ends = at, at + entry.duration
             sync_job(live, at)
             self._changed(entry.namespace)
-        self.pending = still
+        self.unschedulable = still
 
     def _finish(self, at: float) -> None:
         for key, live in list(self.live.items()):
@@ -196,7 +193,7 @@ class History:
                 ending = live.ending or runtime.next_status
                 live.pod = {**live.pod, "status": ending(live.pod, as_datetime(live.ends))}
                 sync_job(live, live.ends)
-                self.cluster.release(live.devices)
+                self._room_changed = True
                 live.gone = live.ends + (self.workload.retain if live.kept is None else live.kept)
                 self._changed(key[0])
             if live.gone is not None and at >= live.gone:
@@ -213,6 +210,7 @@ class History:
         while self.timeline and self.timeline[0][0] <= at:
             when, _, action, args = heapq.heappop(self.timeline)
             action(when, *args)
+            self._room_changed = True  # a node changed, joined or went
 
     def _node_at(self, incident: Incident, when: float) -> dict:
         node = self.cluster.node(incident.node)
@@ -256,8 +254,6 @@ class History:
             if allocatable is None
             else {**node["status"], "allocatable": allocatable}
         )
-        if allocatable is not None:
-            self.cluster.unhealthy.update(d.key for d in devices)
         self.cluster.replace({**node, "metadata": metadata, "status": status})
         self.cluster.last_xid[(name, gpu)] = code
         keys = {d.key for d in devices}

@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from kubesim.apiserver.store import DISRUPTION_TARGET, set_pod_condition
+from kubesim.apiserver.registry import DISRUPTION_TARGET, set_pod_condition
 from kubesim.clock import format_time, parse_time
 
 PREFIX = "kubesim.io/"

@@ -55,3 +55,19 @@ def test_kubesim_packages_import_only_downward():
                 against.append(f"{module} ({mine}) imports {target} ({theirs})")
     assert modules > 40  # the walk reads the package
     assert against == []
+
+
+def test_the_storage_knows_nothing_of_the_registry_above_it():
+    """kubesim.apiserver.storage keeps objects and fans out their changes; the write
+    rules are the registry's: nothing the storage imports, directly or not, reaches it."""
+    seen, todo = set(), ["kubesim.apiserver.storage"]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = KUBESIM.parent / (module.replace(".", "/") + ".py")
+        if path.exists():
+            todo.extend(imports(path, module))
+    assert "kubesim.apiserver.errors" in seen  # the walk follows imports
+    assert "kubesim.apiserver.registry" not in seen

@@ -12,9 +12,7 @@ from django.db.models.functions import Concat
 from django.urls import reverse
 
 from gpu_requests import devices
-
-# Until every import names teams.models (the next commit).
-from teams.models import Membership, SyncStatus, Team, dns1123_label  # noqa: F401
+from teams.models import Team
 
 # The one limit on what people type: a request's justification and a
 # decision's reason, in the web form, the API and the admin alike. Longer text

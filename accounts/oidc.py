@@ -18,7 +18,7 @@ from django.shortcuts import resolve_url
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from gpu_requests import hooks
-from gpu_requests.models import Membership, Team
+from teams.models import Membership, Team
 
 log = logging.getLogger(__name__)
 

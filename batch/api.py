@@ -36,9 +36,9 @@ from gpu_requests.api import (
     APIViewSetMixin,
     ReviewersWrite,
 )
-from gpu_requests.models import Team
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
 from teams import access
+from teams.models import Team
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)
 

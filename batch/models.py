@@ -17,7 +17,8 @@ from django.db.models import F, Q
 
 from batch import occurrences
 from cluster.outbox import OutboxRow
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor
+from teams.models import Team
 
 WEEKDAYS = occurrences.WEEKDAYS
 

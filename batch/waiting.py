@@ -19,7 +19,8 @@ from datetime import datetime
 from batch import actions, planner
 from batch.models import BatchJob, PlannerState
 from cluster import clock
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor
+from teams.models import Team
 
 # Other flavors tried as alternatives (those with batch capacity, the cheapest first).
 MAX_FLAVORS = 4

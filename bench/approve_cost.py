@@ -97,8 +97,9 @@ def main():
     from rest_framework.authtoken.models import Token
 
     from gpu_requests import capacity
-    from gpu_requests.models import QuotaRequest, Team
+    from gpu_requests.models import QuotaRequest
     from notifications.models import Webhook
+    from teams.models import Team
 
     setup_test_environment()  # mail.outbox for the locmem backend
     reviewer = populate(2000)

@@ -141,9 +141,10 @@ def main():
 
         from cluster import kube
         from gpu_requests import actions
-        from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
+        from gpu_requests.models import Flavor, QuotaRequest
         from provisioning import manifests
         from provisioning.models import TeamSync
+        from teams.models import Membership, Team
         from teams.namespaces import namespace_of
 
         setup_test_environment()  # locmem mail in this process

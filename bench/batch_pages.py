@@ -54,7 +54,8 @@ def populate_batch(size, seed=7):
     from django.utils import timezone
 
     from batch.models import BatchJob, BatchWindow, WindowCapacity
-    from gpu_requests.models import Flavor, Team
+    from gpu_requests.models import Flavor
+    from teams.models import Team
 
     rng = random.Random(seed)
     admin = get_user_model().objects.get(username="bench-admin")
@@ -169,7 +170,7 @@ def prepare(name, size):
     from batch import calendar
     from batch.models import BatchJob
     from gpu_requests import views
-    from gpu_requests.models import Team
+    from teams.models import Team
 
     use(name)
     reviewer = populate(size)

@@ -130,8 +130,9 @@ def main():
 
     from cluster import kube
     from cluster.actions import record_inventory
-    from gpu_requests.models import Flavor, Team
+    from gpu_requests.models import Flavor
     from provisioning import manifests
+    from teams.models import Team
     from teams.namespaces import namespace_of
 
     for slug, model in (("h100", "H100-80GB-HBM3"), ("a100", "A100-SXM4-80GB"), ("l4", "L4")):

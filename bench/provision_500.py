@@ -248,9 +248,10 @@ def main():
     from django.utils import timezone
 
     from cluster import kube
-    from gpu_requests.models import Flavor, QuotaRequest, Team
+    from gpu_requests.models import Flavor, QuotaRequest
     from provisioning import actions, desired
     from provisioning.models import TeamSync
+    from teams.models import Team
 
     flavor = Flavor.objects.create(
         slug="l4",

@@ -32,8 +32,9 @@ from billing.models import (
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from cluster.models import DraAllocation
 from gpu_requests.emails import one_line
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
 from teams import access, errors
+from teams.models import Team
 from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,8 @@ from billing.models import Budget, IngestedHour, TeamUsage, WorkloadUsage, mig_s
 from billing.rates import RateCard
 from gpu_requests import formats, inputs
 from gpu_requests.formats import with_article
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor
+from teams.models import Team
 from teams.namespaces import namespace_of
 
 CENT = Decimal("0.01")

@@ -10,8 +10,9 @@ from cluster import kube
 from cluster.inventory import Dra, claimed_devices, quota_usage, take_inventory
 from cluster.models import DraAllocation, FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor
 from teams import access, errors
+from teams.models import Team
 from teams.namespaces import namespace_of
 
 

@@ -1,7 +1,8 @@
 from django.db import models
 from django.utils import timezone
 
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor
+from teams.models import Team
 
 
 class FlavorCapacity(models.Model):

@@ -20,13 +20,12 @@ from gpu_requests.models import (
     AuditEvent,
     Comment,
     Flavor,
-    Membership,
     QuotaRequest,
-    Team,
     estimate_cost,
 )
 from teams import access
 from teams.errors import ActionError, IllegalTransition, NotAllowed
+from teams.models import Membership, Team
 
 Status = QuotaRequest.Status
 Action = AuditEvent.Action

@@ -5,8 +5,9 @@ from django.core.exceptions import ValidationError
 
 from gpu_requests import actions, hooks, inputs
 from gpu_requests.formats import money
-from gpu_requests.models import AuditEvent, Flavor, Membership, QuotaRequest, Team
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
 from teams import access, errors
+from teams.models import Membership, Team
 
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"

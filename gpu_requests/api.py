@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from gpu_requests import actions
 from gpu_requests.filters import PARAMETERS, SORTS, RequestFilter
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest, Team
+from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
 from gpu_requests.serializers import (
     CapacityErrorSerializer,
     FlavorSerializer,
@@ -32,6 +32,7 @@ from gpu_requests.serializers import (
 )
 from teams import access
 from teams.api import ErrorSerializer, Pagination
+from teams.models import Team
 from teams.schema import ERRORS
 
 Status = QuotaRequest.Status

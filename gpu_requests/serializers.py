@@ -5,16 +5,10 @@ the same answers."""
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from gpu_requests.models import (
-    MAX_TEXT_LENGTH,
-    AuditEvent,
-    Flavor,
-    QuotaRequest,
-    SyncStatus,
-    Team,
-)
+from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Flavor, QuotaRequest
 from teams import access
 from teams.api import ErrorSerializer
+from teams.models import SyncStatus, Team
 
 
 class TeamSyncSerializer(serializers.Serializer):

@@ -16,7 +16,7 @@ from billing.rates import RateCard
 from cluster import clock, kube
 from gpu_requests import hooks
 from gpu_requests.formats import gpu_hours, money
-from gpu_requests.models import AuditEvent, Flavor, Team
+from gpu_requests.models import AuditEvent, Flavor
 from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
 from idle.models import (
@@ -30,6 +30,7 @@ from idle.models import (
     effective,
 )
 from teams import access, errors
+from teams.models import Team
 from teams.namespaces import namespace_of
 
 FIELDS = ("idle_minutes", "grace_minutes", "mode", "enabled")

@@ -528,7 +528,7 @@ SPECTACULAR_SETTINGS = {
     # requests' enum `StatusEnum`, as published before teams had a sync status.
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "gpu_requests.models.QuotaRequest.Status",
-        "SyncStatusEnum": "gpu_requests.models.SyncStatus",
+        "SyncStatusEnum": "teams.models.SyncStatus",
         "BatchJobStatusEnum": "batch.models.BatchJob.Status",
         "IdleModeEnum": "idle.models.Mode",
     },

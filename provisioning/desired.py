@@ -12,8 +12,9 @@ from django.conf import settings
 from django.db.models import Sum
 
 from gpu_requests import hooks
-from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
+from gpu_requests.models import Flavor, QuotaRequest
 from provisioning import manifests
+from teams.models import Membership, Team
 from teams.namespaces import namespace_of
 
 

@@ -1,7 +1,7 @@
 from django.db import models
 
 from cluster.outbox import OutboxRow
-from gpu_requests.models import SyncStatus, Team
+from teams.models import SyncStatus, Team
 
 
 class TeamSync(OutboxRow):

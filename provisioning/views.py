@@ -17,11 +17,12 @@ from cluster.models import GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity, hooks
 from gpu_requests.forms import ReasonForm
-from gpu_requests.models import Flavor, QuotaRequest, SyncStatus, Team, shared_resource_names
+from gpu_requests.models import Flavor, QuotaRequest, shared_resource_names
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
 from teams import access, errors
+from teams.models import SyncStatus, Team
 from teams.namespaces import namespace_of
 
 

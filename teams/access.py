@@ -1,11 +1,6 @@
-"""Who may do what: the access rules every feature asks, one function each.
+"""Who may do what: the access rules every feature asks, one function each."""
 
-Team and Membership still live in gpu_requests; they are looked up by name
-(`apps.get_model`, a dictionary lookup), so this bottom layer imports no app
-above it.
-"""
-
-from django.apps import apps
+from teams.models import Membership, Team
 
 
 def can_review(user):
@@ -21,8 +16,7 @@ def can_see(user, team):
 
 def is_manager(user, team):
     """One of the team's managers (a query)."""
-    role = apps.get_model("gpu_requests", "Membership").Role.MANAGER
-    return team.memberships.filter(user=user, role=role).exists()
+    return team.memberships.filter(user=user, role=Membership.Role.MANAGER).exists()
 
 
 def can_manage(user, team):
@@ -37,7 +31,6 @@ def can_manage(user, team):
 
 def teams_for(user):
     """The teams `user` sees: every team for an admin, else their own."""
-    teams = apps.get_model("gpu_requests", "Team").objects
     if can_review(user):
-        return teams.all()
-    return teams.filter(memberships__user=user)
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user)

@@ -10,7 +10,8 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
+from gpu_requests.models import Flavor, QuotaRequest
+from teams.models import Membership, Team
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -17,7 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Lower layers first; an app may import only apps in lower layers. Apps not
-# named here are on top (provisioning, batch, billing, and any new one).
+# named here are on top (provisioning, batch, billing, and any new one). teams
+# holds the models every app's rows point at (Team, Membership); gpu_requests
+# stays under cluster, which reads its flavors.
 LAYERS = [{"teams"}, {"gpu_requests"}, {"cluster"}]
 WIRING = "portal"  # settings, URLs, Celery, health and metrics: above every app
 
@@ -142,6 +144,7 @@ def test_the_walk_sees_every_app_and_its_imports():
     assert "gpu_requests" in edges["provisioning"]
     assert "cluster" in edges["provisioning"]
     assert "teams" in edges["gpu_requests"]
+    assert "teams" in edges["cluster"]  # its rows point at teams.Team
     assert "billing" in edges[WIRING]
 
 

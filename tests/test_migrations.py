@@ -38,7 +38,7 @@ def test_archived_and_inventory_rows_carry_over():
     )
 
     new = migrate(latest)
-    Team = new.get_model("gpu_requests", "Team")
+    Team = new.get_model("teams", "Team")
     assert dict(Team.objects.values_list("slug", "archived_at")) == {
         "vision": ARCHIVED,
         "nlp": None,

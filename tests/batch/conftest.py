@@ -8,7 +8,7 @@ from django.utils import timezone
 from batch import actions
 from batch.models import ImageRule
 from cluster import clock
-from gpu_requests.models import Membership, Team
+from teams.models import Membership, Team
 from tests.factories import UserFactory, make_reviewer
 from tests.provisioning.conftest import (  # noqa: F401 (fixtures for the cluster tests)
     ROOT,

@@ -9,7 +9,7 @@ import pytest
 
 from batch import actions, launch
 from batch.models import BatchJob
-from gpu_requests.models import Membership
+from teams.models import Membership
 from tests.batch.test_cluster import (
     LONG,
     reclaim_its_node,

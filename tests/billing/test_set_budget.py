@@ -7,7 +7,8 @@ import pytest
 
 from billing import actions
 from billing.models import Budget
-from gpu_requests.models import AuditEvent, Membership
+from gpu_requests.models import AuditEvent
+from teams.models import Membership
 from tests.api.test_concurrent_approval import run_together
 from tests.factories import TeamFactory, UserFactory, add_member, make_reviewer
 

@@ -15,7 +15,7 @@ from batch.models import BatchJob, ImageRule
 from cluster import actions as cluster_actions
 from cluster import kube
 from cluster.models import FlavorCapacity
-from gpu_requests.models import Membership, Team
+from teams.models import Membership, Team
 from tests.batch.test_cluster import record_as_the_portal, status_of, submit, watch_until
 from tests.dra import objects
 from tests.dra.test_cluster import REAL, dra_flavor, published  # noqa: F401 (fixture)

@@ -38,7 +38,7 @@ def test_a_membership_naming_no_user_is_a_form_error(root, vision, alice):
         "memberships-0-user": "x",
         "memberships-0-role": "member",
     }
-    response = root.post(f"/admin/gpu_requests/team/{vision.pk}/change/", data)
+    response = root.post(f"/admin/teams/team/{vision.pk}/change/", data)
     assert response.status_code == 200
     assert "Select a valid choice" in response.content.decode()
 
@@ -87,7 +87,7 @@ def test_a_membership_posted_as_new_twice_is_a_form_error(root, vision, alice, i
         "memberships-0-user": str(alice.pk),
         "memberships-0-role": "member",
     }
-    response = root.post(f"/admin/gpu_requests/team/{vision.pk}/change/", data)
+    response = root.post(f"/admin/teams/team/{vision.pk}/change/", data)
     assert response.status_code == 200
     assert "alice is already in this team." in response.content.decode()
     assert vision.memberships.count() == 1

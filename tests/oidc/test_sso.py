@@ -19,8 +19,8 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from django.test import Client
 
-from gpu_requests.models import Membership
 from teams.access import can_review
+from teams.models import Membership
 from tests.waiting import stop
 from tests.web.test_browser_journey import browser  # noqa: F401 - a fixture
 

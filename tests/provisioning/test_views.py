@@ -3,9 +3,9 @@
 import pytest
 
 from cluster.actions import record_inventory
-from gpu_requests.models import Team
 from provisioning import actions
 from provisioning.models import TeamSync
+from teams.models import Team
 
 
 @pytest.fixture(autouse=True)

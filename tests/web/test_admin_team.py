@@ -3,9 +3,9 @@
 import pytest
 from django.contrib.auth.models import Permission
 
-from gpu_requests.models import Membership
 from provisioning import actions
 from provisioning.models import TeamSync
+from teams.models import Membership
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def _post(client, team, rows):
         data[prefix + "role"] = row.get("role", "member")
         if row.get("delete"):
             data[prefix + "DELETE"] = "on"
-    return client.post(f"/admin/gpu_requests/team/{team.pk}/change/", data)
+    return client.post(f"/admin/teams/team/{team.pk}/change/", data)
 
 
 def test_it_marks_the_team_pending_when_a_member_is_added(
@@ -94,6 +94,6 @@ def test_the_team_list_shows_each_teams_sync_status(admin_client, vision, nlp, i
     TeamSync.objects.filter(team=vision).update(
         status=TeamSync.Status.FAILING, last_error='quota "gpu-quota" is forbidden'
     )
-    page = admin_client.get("/admin/gpu_requests/team/").content.decode()
+    page = admin_client.get("/admin/teams/team/").content.decode()
     assert "Failing: quota &quot;gpu-quota&quot; is forbidden" in page
     assert "Not provisioned yet" in page  # nlp

@@ -3,8 +3,9 @@
 import pytest
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent, Membership, Team
+from gpu_requests.models import AuditEvent
 from provisioning.models import TeamSync
+from teams.models import Membership, Team
 from tests.factories import UserFactory, add_member
 
 

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from batch import actions
 from batch.models import BatchJob, BatchWindow, ImageRule
-from gpu_requests.models import Flavor, Team
+from gpu_requests.models import Flavor
+from teams.models import Team
 
 ALLOWLIST = [
     ("nvcr.io/nvidia/", "NVIDIA NGC"),

@@ -15,7 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import Flavor, Membership, QuotaRequest, Team
+from gpu_requests.models import Flavor, QuotaRequest
+from teams.models import Membership, Team
 
 GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 

@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from gpu_requests import actions
 from gpu_requests.management.commands.seed_demo import GPU_TAINT
-from gpu_requests.models import Flavor, QuotaRequest, Team
+from gpu_requests.models import Flavor, QuotaRequest
 from provisioning.manifests import example_dra_job
+from teams.models import Team
 from teams.namespaces import namespace_of
 
 SLUG = "h100-dra"

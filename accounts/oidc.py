@@ -17,7 +17,7 @@ from django.db import transaction
 from django.shortcuts import resolve_url
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from gpu_requests import hooks
+from teams import hooks
 from teams.models import Membership, Team
 
 log = logging.getLogger(__name__)

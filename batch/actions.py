@@ -30,9 +30,8 @@ from batch.models import (
 from cluster import clock
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
-from gpu_requests import hooks
 from gpu_requests.models import Flavor
-from teams import access
+from teams import access, hooks
 from teams.errors import NotAllowed
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ class BatchConfig(AppConfig):
 
     def ready(self):
         from batch import actions, launch
-        from gpu_requests import capacity, hooks
+        from gpu_requests import capacity
+        from teams import hooks
 
         # A window's batch capacity is a reservation of its flavors, as approved quota is.
         capacity.register_reservations(actions.batch_reservations)

@@ -19,7 +19,7 @@ from batch import emails, jobs, manifests
 from batch.models import BatchJob, JobSync
 from cluster import clock, kube
 from cluster.outbox import Outbox
-from gpu_requests import hooks
+from teams import hooks
 from teams.namespaces import namespace_of
 
 Status = BatchJob.Status

@@ -17,8 +17,9 @@ from django.utils.dateparse import parse_datetime
 from batch import actions, emails, jobs, launch, manifests
 from batch.models import BatchJob, WatchState
 from cluster import clock, kube
-from gpu_requests import hooks, inputs
+from gpu_requests import inputs
 from gpu_requests.notices import Notice, absolute
+from teams import hooks
 
 Status = BatchJob.Status
 Action = jobs.Action

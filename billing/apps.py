@@ -7,7 +7,7 @@ class BillingConfig(AppConfig):
 
     def ready(self):
         from billing import actions, pools
-        from gpu_requests import hooks
+        from teams import hooks
 
         hooks.on_budget_left(actions.budget_left)
         hooks.on_cluster_panel(pools.panel)

@@ -12,8 +12,7 @@ from django.views.decorators.http import require_POST
 from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
-from gpu_requests import hooks
-from teams import access, errors
+from teams import access, errors, hooks
 
 
 def _team_for_user(user, slug):

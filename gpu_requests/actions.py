@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import capacity, hooks, inputs, notices
+from gpu_requests import capacity, inputs, notices
 from gpu_requests.models import (
     MAX_TEXT_LENGTH,
     AuditEvent,
@@ -23,7 +23,7 @@ from gpu_requests.models import (
     QuotaRequest,
     estimate_cost,
 )
-from teams import access
+from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.models import Membership, Team
 

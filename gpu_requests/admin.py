@@ -3,10 +3,10 @@ from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
 
-from gpu_requests import actions, hooks, inputs
+from gpu_requests import actions, inputs
 from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
-from teams import access, errors
+from teams import access, errors, hooks
 from teams.models import Membership, Team
 
 admin.site.site_header = "GPU portal administration"

@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from gpu_requests import emails, hooks
+from gpu_requests import emails
 from gpu_requests.models import QuotaRequest
+from teams import hooks
 
 # The decision email's task, named by its path as the outbox names its tasks:
 # gpu_requests.tasks sits above this module (its lifecycle task calls the actions,

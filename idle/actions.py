@@ -14,7 +14,6 @@ from batch import watch
 from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
-from gpu_requests import hooks
 from gpu_requests.formats import gpu_hours, money
 from gpu_requests.models import AuditEvent, Flavor
 from gpu_requests.notices import Notice, absolute
@@ -29,7 +28,7 @@ from idle.models import (
     Mode,
     effective,
 )
-from teams import access, errors
+from teams import access, errors, hooks
 from teams.models import Team
 from teams.namespaces import namespace_of
 

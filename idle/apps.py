@@ -7,8 +7,8 @@ class IdleConfig(AppConfig):
     verbose_name = "Idle policies"
 
     def ready(self):
-        from gpu_requests import hooks
         from idle import showback, views
+        from teams import hooks
 
         hooks.on_workload_panel(views.workload_panel)
         hooks.on_spend_panel(showback.spend_panel)

@@ -6,8 +6,8 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self):
-        from gpu_requests import hooks
         from notifications import actions
+        from teams import hooks
 
         # Everything people are told by mail goes to the webhooks too: a
         # delivery per hook, recorded in the transaction, sent on commit.

@@ -6,8 +6,8 @@ class ProvisioningConfig(AppConfig):
     verbose_name = "Cluster provisioning"
 
     def ready(self):
-        from gpu_requests import hooks
         from provisioning import actions, views
+        from teams import hooks
 
         # A change of quota, membership or archive is a change of the team's
         # namespace: sync it (on commit, through the outbox).

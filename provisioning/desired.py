@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Sum
 
-from gpu_requests import hooks
 from gpu_requests.models import Flavor, QuotaRequest
 from provisioning import manifests
+from teams import hooks
 from teams.models import Membership, Team
 from teams.namespaces import namespace_of
 

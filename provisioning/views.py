@@ -15,13 +15,13 @@ from django.utils import timezone
 from cluster import kube
 from cluster.models import GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests import capacity, hooks
+from gpu_requests import capacity
 from gpu_requests.forms import ReasonForm
 from gpu_requests.models import Flavor, QuotaRequest, shared_resource_names
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
-from teams import access, errors
+from teams import access, errors, hooks
 from teams.models import SyncStatus, Team
 from teams.namespaces import namespace_of
 

@@ -1,10 +1,11 @@
-"""gpu_requests.hooks: other apps react to quota changes without gpu_requests importing them."""
+"""teams.hooks: other apps react to quota changes without gpu_requests importing them."""
 
 import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from gpu_requests import actions, hooks
+from gpu_requests import actions
+from teams import hooks
 from tests.factories import submit
 
 

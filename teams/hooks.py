@@ -1,13 +1,14 @@
-"""What other apps do when a team changes here: an explicit registry, no signals.
+"""What other apps do when a team changes: an explicit registry, no signals.
 
-`gpu_requests` is the bottom layer and imports no app above it. An app that
-must react (the team namespace sync; batch and billing will too)
-registers a callback in its `AppConfig.ready()`:
+`teams` is the bottom layer and imports no app above it; the features that
+change a team's quota, members or notices (gpu_requests' actions, batch) call
+these hooks, and an app that must react (the team namespace sync, batch,
+billing, idle, notifications) registers a callback in its `AppConfig.ready()`:
 
-    from gpu_requests import hooks
+    from teams import hooks
     hooks.on_quota_changed(my_callback)     # my_callback(team_id)
 
-The actions here call `hooks.quota_changed(team_id)` inside the transaction
+The actions call `hooks.quota_changed(team_id)` inside the transaction
 of the change, and each callback runs right there, in that transaction: it
 records its own follow-up work in the database (an outbox `mark`, one or two
 queries), so the change and the note of what must follow commit or roll back

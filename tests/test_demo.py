@@ -204,7 +204,16 @@ def test_the_demo_window_opens_and_its_jobs_run_visible_with_kubectl(tmp_path):
             ]
             return len(done) == 3 and done
 
-        done = wait_for(all_done, timeout=120, interval=1, every=lambda: advance(60))
+        # A bounded wait for a loaded machine's workers, not a sleep: kubesim's clock
+        # moves 15 s a poll, so the pods' 45-90 s pass in a few polls while even 300
+        # polls stay inside the window's two hours (a clock run past the close would
+        # end the jobs DeadlineExceeded, never Complete, however long the test waited).
+        try:
+            done = wait_for(all_done, timeout=300, interval=1, every=lambda: advance(15))
+        except AssertionError:
+            states = [(job["metadata"]["name"], job["spec"]["suspend"], job["status"])
+                      for job in jobs()]  # fmt: skip
+            raise AssertionError(f"{states}\n{console.read_text()[-3000:]}") from None
         assert {job["metadata"]["namespace"] for job in done} == {"vision", "nlp"}
         table = subprocess.run(
             [kubectl(), "--kubeconfig", str(tmp_path / "kubeconfig"), "get", "jobs", "-A"],

@@ -69,6 +69,17 @@ def capacity_of(flavor):
     return flavor.capacity
 
 
+def reserved_levels(flavor, now):
+    """[(instant, GPUs reserved from it on)] of `flavor` from `now`: quota and every
+    registered source, what cluster.capacity keeps capacity above. One query per source."""
+    timeline = Timeline(all_reservations([flavor.pk], now, None))
+    return [(now, timeline.at(now))] + [
+        (instant, level)
+        for instant, level in zip(timeline.instants, timeline.levels, strict=True)
+        if instant > now
+    ]
+
+
 # Past the last start or end of any quota, the level of quota is constant and a
 # weekly window's occurrences repeat (their offsets from UTC within a year): looking
 # a year and a week further sees every level there will ever be.

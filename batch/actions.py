@@ -28,9 +28,9 @@ from batch.models import (
     WindowCapacity,
 )
 from cluster import clock
+from cluster.models import Flavor
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
-from gpu_requests.models import Flavor
 from teams import access, hooks
 from teams.errors import NotAllowed
 

@@ -14,15 +14,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.models import Flavor
 from gpu_requests import capacity, inputs, notices
-from gpu_requests.models import (
-    MAX_TEXT_LENGTH,
-    AuditEvent,
-    Comment,
-    Flavor,
-    QuotaRequest,
-    estimate_cost,
-)
+from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Comment, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.models import Membership, Team

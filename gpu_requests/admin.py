@@ -4,9 +4,10 @@ from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
 
 from cluster import capacity
+from cluster.models import Flavor
 from gpu_requests import actions, inputs
 from gpu_requests.formats import money
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors, hooks
 from teams.models import Membership, Team
 

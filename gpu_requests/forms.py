@@ -4,8 +4,9 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 
+from cluster.models import Flavor
 from gpu_requests import actions, capacity, inputs, matching
-from gpu_requests.models import MAX_TEXT_LENGTH, Flavor, QuotaRequest, estimate_cost
+from gpu_requests.models import MAX_TEXT_LENGTH, QuotaRequest, estimate_cost
 from teams import access
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).

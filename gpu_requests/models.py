@@ -9,12 +9,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.urls import reverse
 
-from cluster.models import (  # noqa: F401  (moved; the next commit imports them from there)
-    Flavor,
-    device_class_validator,
-    resource_name_validator,
-    shared_resource_names,
-)
+from cluster.models import Flavor
 from teams.models import Team
 
 # The one limit on what people type: a request's justification and a

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import IntegrityError
 
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.api.conftest import client_for
 from tests.factories import FlavorFactory
 

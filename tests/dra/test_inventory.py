@@ -11,7 +11,7 @@ from cluster.inventory import (
     node_selected,
     take_inventory,
 )
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.dra import objects
 
 

@@ -9,9 +9,9 @@ from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 
 from cluster import capacity
-from cluster.models import FlavorCapacity
+from cluster.models import Flavor, FlavorCapacity
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, Flavor
+from gpu_requests.models import AuditEvent
 from teams import errors
 from tests.factories import UserFactory, next_week, submit
 

@@ -3,8 +3,7 @@
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from cluster.models import FlavorCapacity
-from gpu_requests.models import Flavor
+from cluster.models import Flavor, FlavorCapacity
 from tests.factories import FlavorFactory, UserFactory
 
 

@@ -13,7 +13,7 @@ with its own). They tell this module through two registries, filled in their
     # record(flavor, old, gpus, *, by, reason): called inside the change's transaction
 
 A capacity override (cluster.actions) and the catalog's admin both change
-capacity through `change_capacity`.
+capacity through `change_capacity`; every reader asks `capacity_of`.
 """
 
 from collections import defaultdict
@@ -39,6 +39,12 @@ def on_capacity_changed(callback):
     if callback not in _changed:
         _changed.append(callback)
     return callback
+
+
+def capacity_of(flavor):
+    """Devices of `flavor` on the cluster: what approvals and batch windows may
+    reserve (the inventory's count, or an admin's override or catalog entry)."""
+    return flavor.capacity
 
 
 class OverCommitted(ActionError):

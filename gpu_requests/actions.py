@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.capacity import capacity_of
 from cluster.models import Flavor
 from gpu_requests import capacity, inputs, notices
 from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Comment, QuotaRequest, estimate_cost
@@ -86,9 +87,6 @@ def require(action, user, quota_request):
 def is_archived(team):
     """An archived team asks for and gets no more quota."""
     return team.archived_at is not None
-
-
-capacity_of = capacity.capacity_of
 
 
 def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):

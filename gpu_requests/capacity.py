@@ -31,6 +31,7 @@ from datetime import timedelta
 
 from django.db.models import Max
 
+from cluster.capacity import capacity_of
 from gpu_requests.models import QuotaRequest
 
 
@@ -62,11 +63,6 @@ def register_reservations(source):
 def unregister_reservations(source):
     if source in _sources:
         _sources.remove(source)
-
-
-def capacity_of(flavor):
-    """Devices of `flavor` on the cluster."""
-    return flavor.capacity
 
 
 def reserved_levels(flavor, now):

@@ -28,9 +28,10 @@ from batch.models import (
     WindowCapacity,
 )
 from cluster import clock
+from cluster.capacity import capacity_of
+from cluster.models import Flavor
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
-from gpu_requests.models import Flavor
 from teams import access, hooks
 from teams.errors import NotAllowed
 
@@ -111,7 +112,7 @@ def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=
     are looked at as far ahead as approvals see them (gpu_requests.capacity.horizon),
     so the two checks agree. Four queries."""
     for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
-        total = quota_actions.capacity_of(flavor)
+        total = capacity_of(flavor)
         if gpus > total:
             raise ValidationError(
                 {
@@ -135,7 +136,7 @@ def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=
     for held in batch_reservations(flavor_ids, now, ends_at, exclude_window=exclude_window):
         by_flavor[held.flavor_id].append(held)
     for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
-        total = quota_actions.capacity_of(flavor)
+        total = capacity_of(flavor)
         timeline = quota_capacity.Timeline(by_flavor[flavor.pk])  # one sort, then bisections
         for occurrence in found:
             busiest = timeline.peak(occurrence.opens_at, occurrence.closes_at)

@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 
 from batch import actions, occurrences, validation
 from batch.models import BatchJob, BatchJobEvent, BatchWindow, ImageRule, TeamShare
+from cluster.models import Flavor
 from gpu_requests import inputs
-from gpu_requests.models import Flavor
 
 
 class WindowForm(forms.ModelForm):

@@ -16,8 +16,8 @@ from django.db import models
 from django.db.models import F, Q
 
 from batch import occurrences
+from cluster.models import Flavor
 from cluster.outbox import OutboxRow
-from gpu_requests.models import Flavor
 from teams.models import Team
 
 WEEKDAYS = occurrences.WEEKDAYS

@@ -11,7 +11,7 @@ from batch import validation, waiting
 from batch.actions import JOB_FIELDS
 from batch.launch import job_namespace
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from gpu_requests.serializers import AwareDateTimeField
 from teams import access
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from batch import actions, planner
 from batch.models import BatchJob, PlannerState
 from cluster import clock
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from teams.models import Team
 
 # Other flavors tried as alternatives (those with batch capacity, the cheapest first).

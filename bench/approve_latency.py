@@ -140,8 +140,9 @@ def main():
         from rest_framework.authtoken.models import Token
 
         from cluster import kube
+        from cluster.models import Flavor
         from gpu_requests import actions
-        from gpu_requests.models import Flavor, QuotaRequest
+        from gpu_requests.models import QuotaRequest
         from provisioning import manifests
         from provisioning.models import TeamSync
         from teams.models import Membership, Team

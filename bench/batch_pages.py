@@ -54,7 +54,7 @@ def populate_batch(size, seed=7):
     from django.utils import timezone
 
     from batch.models import BatchJob, BatchWindow, WindowCapacity
-    from gpu_requests.models import Flavor
+    from cluster.models import Flavor
     from teams.models import Team
 
     rng = random.Random(seed)

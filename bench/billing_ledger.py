@@ -38,7 +38,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from billing import actions, metering, reports  # noqa: E402
 from billing.models import FlavorHour, IngestedHour, TeamUsage, WorkloadUsage  # noqa: E402
-from gpu_requests.models import Flavor  # noqa: E402
+from cluster.models import Flavor  # noqa: E402
 from teams.models import Team  # noqa: E402
 
 START = datetime(2026, 5, 1, tzinfo=UTC)

@@ -67,7 +67,8 @@ def populate(size, seed=12):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+    from cluster.models import Flavor
+    from gpu_requests.models import AuditEvent, QuotaRequest
     from teams.models import Membership, Team
 
     rng = random.Random(seed)

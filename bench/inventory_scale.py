@@ -130,7 +130,7 @@ def main():
 
     from cluster import kube
     from cluster.actions import record_inventory
-    from gpu_requests.models import Flavor
+    from cluster.models import Flavor
     from provisioning import manifests
     from teams.models import Team
     from teams.namespaces import namespace_of

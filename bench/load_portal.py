@@ -124,7 +124,8 @@ def main():
     from django.contrib.auth.models import Permission
     from rest_framework.authtoken.models import Token
 
-    from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+    from cluster.models import Flavor
+    from gpu_requests.models import AuditEvent, QuotaRequest
     from teams.models import Membership, Team
 
     say(f"seeding {args.teams} teams")

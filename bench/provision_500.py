@@ -248,7 +248,8 @@ def main():
     from django.utils import timezone
 
     from cluster import kube
-    from gpu_requests.models import Flavor, QuotaRequest
+    from cluster.models import Flavor
+    from gpu_requests.models import QuotaRequest
     from provisioning import actions, desired
     from provisioning.models import TeamSync
     from teams.models import Team

@@ -109,7 +109,7 @@ def main():
     from batch import launch, watch
     from batch.models import BatchJob, BatchWindow, JobSync, WindowCapacity
     from cluster import kube
-    from gpu_requests.models import Flavor
+    from cluster.models import Flavor
     from provisioning import manifests as team_manifests
     from teams.models import Team
 

@@ -30,9 +30,9 @@ from billing.models import (
     mig_fraction,
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
-from cluster.models import DraAllocation
+from cluster.models import DraAllocation, Flavor
 from gpu_requests.emails import one_line
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors
 from teams.models import Team
 from teams.namespaces import namespace_of

@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 
 from billing import actions, exports, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
+from cluster.models import Flavor
 from gpu_requests.api import ReviewersWrite
-from gpu_requests.models import Flavor
 from gpu_requests.serializers import ErrorSerializer
 from teams import access
 

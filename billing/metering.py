@@ -24,7 +24,7 @@ from django.conf import settings
 
 from billing import prometheus
 from cluster import inventory
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 
 HISTOGRAM_BANDS = 100  # 1 % each
 

@@ -15,7 +15,8 @@ from django.db import models
 from django.db.models import DecimalField, F, Func, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
-from gpu_requests.models import Flavor, register_audit_actions
+from cluster.models import Flavor
+from gpu_requests.models import register_audit_actions
 from teams.models import Team
 
 MIG_PROFILE = re.compile(r"mig-(\d+)g\.(\d+)gb$")

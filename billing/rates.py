@@ -4,7 +4,7 @@ import bisect
 from decimal import ROUND_HALF_UP, Decimal
 
 from billing.models import Rate, mig_fraction
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 
 PRICE_PLACES = Decimal("0.0001")
 

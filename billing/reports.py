@@ -15,9 +15,9 @@ from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import Budget, IngestedHour, TeamUsage, WorkloadUsage, mig_shape
 from billing.rates import RateCard
+from cluster.models import Flavor
 from gpu_requests import formats, inputs
 from gpu_requests.formats import with_article
-from gpu_requests.models import Flavor
 from teams.models import Team
 from teams.namespaces import namespace_of
 

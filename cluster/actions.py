@@ -6,11 +6,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from cluster import capacity as catalog_capacity
 from cluster import kube
 from cluster.inventory import Dra, claimed_devices, quota_usage, take_inventory
-from cluster.models import DraAllocation, FlavorCapacity, GpuNode, NamespaceQuota
-from gpu_requests import actions as quota_actions
-from gpu_requests.models import Flavor
+from cluster.models import DraAllocation, Flavor, FlavorCapacity, GpuNode, NamespaceQuota
 from teams import access, errors
 from teams.models import Team
 from teams.namespaces import namespace_of
@@ -133,4 +132,4 @@ def set_capacity_override(flavor, override, *, by):
         pinned = override if override is not None else capacity.devices
         if pinned is not None:
             # Refused below what is reserved; audited.
-            quota_actions.change_capacity(flavor, pinned, by=by, reason="capacity override")
+            catalog_capacity.change_capacity(flavor, pinned, by=by, reason="capacity override")

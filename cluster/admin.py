@@ -1,9 +1,8 @@
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
-from cluster import actions
+from cluster import actions, capacity
 from cluster.models import FlavorCapacity, GpuNode
-from gpu_requests import actions as quota_actions
 from teams.access import can_review
 
 
@@ -27,8 +26,8 @@ class FlavorCapacityAdmin(admin.ModelAdmin):
                 pinned = override if override is not None else obj.devices
                 if obj is not None and pinned is not None and pinned < obj.flavor.capacity:
                     try:
-                        quota_actions.check_capacity(obj.flavor, pinned)
-                    except quota_actions.OverCommitted as exc:
+                        capacity.check_capacity(obj.flavor, pinned)
+                    except capacity.OverCommitted as exc:
                         raise ValidationError(str(exc)) from None
                 return override
 

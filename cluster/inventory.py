@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from gpu_requests import devices as device_selectors
+from cluster import devices as device_selectors
 
 # Node labels naming the node's pool, by the tool that made the pool.
 POOL_LABELS = (

@@ -1,8 +1,159 @@
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from django.db.models import F, Q, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
-from gpu_requests.models import Flavor
+from cluster import devices
 from teams.models import Team
+
+# Extended resource names as the device plugins publish them.
+resource_name_validator = RegexValidator(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+    "Not a Kubernetes resource name, e.g. nvidia.com/gpu or nvidia.com/mig-1g.10gb.",
+)
+# DeviceClass names: DNS subdomains, as Kubernetes validates object names.
+device_class_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    "Not a DeviceClass name: lowercase letters, digits, '-' and '.', e.g. gpu.nvidia.com.",
+)
+
+
+class Flavor(models.Model):
+    """One entry of the GPU catalog: what a team can ask quota for.
+
+    Held one of two ways: an extended resource (`resource_name`, e.g.
+    nvidia.com/gpu, on nodes matching `node_selector`), or by Dynamic Resource
+    Allocation (`device_class`, optionally narrowed by `device_selector`, CEL
+    in the subset of `cluster.devices`). For a DRA flavor `resource_name`
+    is the quota key that counts the class's devices
+    (`<class>.deviceclass.resource.k8s.io/devices`), so everything keyed by
+    resource name (quota, shared-cap notes, usage rows) treats both alike.
+    """
+
+    class Sharing(models.TextChoices):
+        WHOLE = "whole", "Whole GPU"
+        MIG = "mig", "MIG slice"
+        TIME_SLICED = "time-sliced", "Time-sliced"
+
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=50, unique=True)
+    gpu_model = models.CharField(max_length=100)
+    memory_gb = models.PositiveIntegerField("memory (GB)")
+    sharing = models.CharField(max_length=16, choices=Sharing.choices, default=Sharing.WHOLE)
+    resource_name = models.CharField(
+        max_length=253, default="nvidia.com/gpu", validators=[resource_name_validator]
+    )
+    node_selector = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    device_class = models.CharField(
+        "DeviceClass",
+        max_length=200,
+        blank=True,
+        validators=[device_class_validator],
+        help_text="Set for a DRA flavor (e.g. gpu.nvidia.com); empty for an extended resource.",
+    )
+    device_selector = models.TextField(
+        "device selector (CEL)",
+        blank=True,
+        help_text=(
+            "DRA flavors only: narrows the class's devices, e.g. "
+            'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3" && '
+            'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
+        ),
+    )
+    capacity = models.PositiveIntegerField(help_text="Devices of this flavor in the cluster.")
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        db_table = "gpu_requests_flavor"  # made by gpu_requests, the catalog's first home
+        ordering = ["name"]
+        constraints = [
+            # A DRA flavor's quota key is its class's: the database refuses any other.
+            models.CheckConstraint(
+                condition=Q(device_class="")
+                | Q(resource_name=Concat(F("device_class"), Value(devices.DRA_QUOTA_SUFFIX))),
+                name="dra_flavor_resource_is_its_class",
+            ),
+            models.CheckConstraint(
+                condition=~Q(device_class="") | Q(device_selector=""),
+                name="device_selector_needs_a_class",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_dra(self):
+        return bool(self.device_class)
+
+    @property
+    def selector_terms(self):
+        """The device selector as `devices.Term`s (it was validated when saved)."""
+        return devices.parse_selector(self.device_selector)
+
+    @property
+    def held_as(self):
+        """How pods hold this flavor, in one line for pages."""
+        if self.is_dra:
+            narrowed = f" where {self.device_selector}" if self.device_selector else ""
+            return f"DRA: devices of DeviceClass {self.device_class}{narrowed}"
+        selector = ", ".join(f"{k}={v}" for k, v in sorted((self.node_selector or {}).items()))
+        return f"Extended resource {self.resource_name}" + (
+            f" on nodes labelled {selector}" if selector else ""
+        )
+
+    def clean(self):
+        super().clean()
+        if not self.device_class:
+            if self.device_selector:
+                raise ValidationError(
+                    {"device_selector": "A device selector needs a DeviceClass (a DRA flavor)."}
+                )
+            if devices.is_dra_quota_resource(self.resource_name or ""):
+                raise ValidationError(
+                    {"resource_name": "This is a DeviceClass's quota key: set the DeviceClass."}
+                )
+            return
+        if self.node_selector:
+            raise ValidationError(
+                {
+                    "node_selector": "A DRA flavor picks devices, not nodes: leave the node "
+                    "selector empty and narrow the devices with the device selector."
+                }
+            )
+        try:
+            devices.parse_selector(self.device_selector)
+        except devices.SelectorError as exc:
+            raise ValidationError({"device_selector": str(exc)}) from None
+        self.resource_name = devices.quota_resource(self.device_class)
+
+    def shares_resource_with(self, flavors=None):
+        """The other flavors of `flavors` (default: the whole catalog, one query)
+        that a single quota key cannot tell apart from this one."""
+        flavors = Flavor.objects.all() if flavors is None else flavors
+        group = shared_resource_names(flavors).get(self.resource_name, [])
+        return [flavor for flavor in group if flavor != self]
+
+
+def shared_resource_names(flavors):
+    """{resource name: [flavors]} for each resource name that several of `flavors` use.
+
+    A quota caps a resource name, not a flavor: flavors sharing one share a cap,
+    and only node selectors keep their jobs apart.
+    """
+    by_resource = {}
+    for flavor in flavors:
+        by_resource.setdefault(flavor.resource_name, []).append(flavor)
+    return {name: group for name, group in by_resource.items() if len(group) > 1}
 
 
 class FlavorCapacity(models.Model):

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cluster import inventory
-from gpu_requests.devices import parse_quantity
+from cluster.devices import parse_quantity
 from kubesim.cluster import Device, gpu_uuid
 from kubesim.controllers.scheduler import DEVICES_ANNOTATION, assign_devices, held_device_keys
 from kubesim.exporters import dcgm

@@ -14,15 +14,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.capacity import capacity_of
+from cluster.models import Flavor
 from gpu_requests import capacity, inputs, notices
-from gpu_requests.models import (
-    MAX_TEXT_LENGTH,
-    AuditEvent,
-    Comment,
-    Flavor,
-    QuotaRequest,
-    estimate_cost,
-)
+from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Comment, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.models import Membership, Team
@@ -53,52 +48,8 @@ class CapacityExceeded(ActionError):
                 "requested": self.gpus}  # fmt: skip
 
 
-class OverCommitted(ActionError):
-    """A capacity below what is already reserved, with where it would not fit."""
-
-    def __init__(self, flavor, capacity, peak, first, instants):
-        self.flavor, self.capacity, self.peak = flavor, capacity, peak
-        super().__init__(
-            f"{flavor.name} cannot go down to {capacity} GPUs: up to {peak} are already "
-            f"reserved (approved or active), first over it from "
-            f"{first:%Y-%m-%d %H:%M} UTC, at {instants} moment(s) in all. "
-            "Revoke or move those reservations first."
-        )
-
-
-def check_capacity(flavor, gpus, now=None):
-    """Raise OverCommitted if reservations from now on exceed `gpus`.
-    One query per reservation source."""
-    now = now or timezone.now()
-    timeline = capacity.Timeline(capacity.all_reservations([flavor.pk], now, None))
-    levels = [(now, timeline.at(now))] + [
-        (instant, level)
-        for instant, level in zip(timeline.instants, timeline.levels, strict=True)
-        if instant > now
-    ]
-    over = [(instant, level) for instant, level in levels if level > gpus]
-    if over:
-        peak = max(level for _, level in over)
-        raise OverCommitted(flavor, gpus, peak, over[0][0], len(over))
-
-
-@transaction.atomic
-def change_capacity(flavor, gpus, *, by, reason=""):
-    """Set how many GPUs of a flavor approvals may reserve; refused below what
-    is already reserved. One audit event (no team), old and new in the reason."""
-    if not access.can_review(by):
-        raise NotAllowed("Only platform admins can change capacity.")
-    if gpus < 0:
-        raise IllegalTransition("Capacity cannot be negative.")
-    # The lock approvals take: no approval slips in between check and change.
-    flavor = Flavor.objects.select_for_update().get(pk=flavor.pk)
-    old = flavor.capacity
-    if gpus == old:
-        return flavor
-    if gpus < old:
-        check_capacity(flavor, gpus)
-    Flavor.objects.filter(pk=flavor.pk).update(capacity=gpus)
-    flavor.capacity = gpus
+def record_capacity_change(flavor, old, gpus, *, by, reason):
+    """cluster.capacity.change_capacity's audit event (no team), old and new in the reason."""
     AuditEvent.objects.create(
         team=None,
         subject_type=ContentType.objects.get_for_model(Flavor),
@@ -107,7 +58,6 @@ def change_capacity(flavor, gpus, *, by, reason=""):
         actor=by,
         reason=f"{flavor.name}: {old} -> {gpus} GPUs" + (f". {reason}" if reason else ""),
     )
-    return flavor
 
 
 def can_cancel(user, quota_request):
@@ -137,9 +87,6 @@ def require(action, user, quota_request):
 def is_archived(team):
     """An archived team asks for and gets no more quota."""
     return team.archived_at is not None
-
-
-capacity_of = capacity.capacity_of
 
 
 def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):

@@ -3,9 +3,11 @@ from django.contrib import admin, messages
 from django.contrib.admin.widgets import AutocompleteSelect
 from django.core.exceptions import ValidationError
 
+from cluster import capacity
+from cluster.models import Flavor
 from gpu_requests import actions, inputs
 from gpu_requests.formats import money
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors, hooks
 from teams.models import Membership, Team
 
@@ -164,8 +166,8 @@ class FlavorAdmin(admin.ModelAdmin):
                 gpus = self.cleaned_data["capacity"]
                 if gpus is not None and gpus < obj.capacity:
                     try:
-                        actions.check_capacity(obj, gpus)
-                    except actions.OverCommitted as exc:
+                        capacity.check_capacity(obj, gpus)
+                    except capacity.OverCommitted as exc:
                         raise ValidationError(str(exc)) from None
                 return gpus
 
@@ -177,7 +179,7 @@ class FlavorAdmin(admin.ModelAdmin):
             # Through the action: checked again under the approvals' lock, audited.
             obj.capacity = form.initial["capacity"]
             super().save_model(request, obj, form, change)
-            actions.change_capacity(obj, gpus, by=request.user)
+            capacity.change_capacity(obj, gpus, by=request.user)
             obj.capacity = gpus
         else:
             super().save_model(request, obj, form, change)

@@ -18,9 +18,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.filters import PARAMETERS, SORTS, RequestFilter
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 from gpu_requests.serializers import (
     CapacityErrorSerializer,
     FlavorSerializer,

@@ -7,4 +7,14 @@ class GpuRequestsConfig(AppConfig):
     verbose_name = "GPU quota"
 
     def ready(self):
-        from gpu_requests import timezones  # noqa: F401  (connects the login receiver)
+        from cluster import capacity as cluster_capacity
+        from gpu_requests import (
+            actions,
+            capacity,
+            timezones,  # noqa: F401  (connects the login receiver)
+        )
+
+        # Capacity may not go below approved quota (and what batch adds to it), and
+        # every change of it is audited.
+        cluster_capacity.register_reserved(capacity.reserved_levels)
+        cluster_capacity.on_capacity_changed(actions.record_capacity_change)

@@ -31,6 +31,7 @@ from datetime import timedelta
 
 from django.db.models import Max
 
+from cluster.capacity import capacity_of
 from gpu_requests.models import QuotaRequest
 
 
@@ -64,9 +65,15 @@ def unregister_reservations(source):
         _sources.remove(source)
 
 
-def capacity_of(flavor):
-    """Devices of `flavor` on the cluster."""
-    return flavor.capacity
+def reserved_levels(flavor, now):
+    """[(instant, GPUs reserved from it on)] of `flavor` from `now`: quota and every
+    registered source, what cluster.capacity keeps capacity above. One query per source."""
+    timeline = Timeline(all_reservations([flavor.pk], now, None))
+    return [(now, timeline.at(now))] + [
+        (instant, level)
+        for instant, level in zip(timeline.instants, timeline.levels, strict=True)
+        if instant > now
+    ]
 
 
 # Past the last start or end of any quota, the level of quota is constant and a

@@ -4,8 +4,10 @@ from django import forms
 from django.conf import settings
 from django.utils import timezone
 
+from cluster.capacity import capacity_of
+from cluster.models import Flavor
 from gpu_requests import actions, capacity, inputs, matching
-from gpu_requests.models import MAX_TEXT_LENGTH, Flavor, QuotaRequest, estimate_cost
+from gpu_requests.models import MAX_TEXT_LENGTH, QuotaRequest, estimate_cost
 from teams import access
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).
@@ -29,7 +31,7 @@ class FlavorChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, flavor):
         return (
             f"{flavor.name} · {flavor.price_per_gpu_hour.normalize():f} "
-            f"{settings.PORTAL_CURRENCY}/GPU-hour · {actions.capacity_of(flavor)} in the cluster"
+            f"{settings.PORTAL_CURRENCY}/GPU-hour · {capacity_of(flavor)} in the cluster"
         )
 
 
@@ -243,7 +245,7 @@ def flavor_offers(flavors, *, gpus=None, starts_at=None, ends_at=None, now=None)
     rows = []
     for flavor in flavors:
         row = {"flavor": flavor, "offer": matching.offer_of(flavor), "free": free[flavor.pk]}
-        row["capacity"] = capacity.capacity_of(flavor)
+        row["capacity"] = capacity_of(flavor)
         # Priced only for a number of GPUs the flavor could ever give.
         row["priced"] = bool(gpus) and gpus <= row["capacity"]
         if row["priced"]:

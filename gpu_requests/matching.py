@@ -14,7 +14,7 @@ selector's bound is read in GiB. Pure functions over flavors already loaded.
 import re
 from dataclasses import dataclass
 
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 
 GIB = 2**30
 

@@ -5,7 +5,8 @@ the same answers."""
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Flavor, QuotaRequest
+from cluster.models import Flavor
+from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, QuotaRequest
 from teams import access
 from teams.api import ErrorSerializer
 from teams.models import SyncStatus, Team

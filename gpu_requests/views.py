@@ -21,10 +21,12 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from cluster.capacity import capacity_of
+from cluster.models import Flavor
 from gpu_requests import actions, capacity, inputs, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, ReasonForm, flavor_offers
-from gpu_requests.models import AuditEvent, Flavor, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors, hooks
 
 Status = QuotaRequest.Status
@@ -339,7 +341,7 @@ def _timeline_chart(user, flavor):
 
     return timeline.chart(
         flavor,
-        capacity.capacity_of(flavor),
+        capacity_of(flavor),
         held,
         list(pending),
         starts_at,

@@ -14,8 +14,9 @@ from batch import watch
 from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
+from cluster.models import Flavor
 from gpu_requests.formats import gpu_hours, money
-from gpu_requests.models import AuditEvent, Flavor
+from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
 from idle.models import (

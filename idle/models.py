@@ -11,7 +11,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from gpu_requests.models import MAX_TEXT_LENGTH, Flavor, register_audit_actions
+from cluster.models import Flavor
+from gpu_requests.models import MAX_TEXT_LENGTH, register_audit_actions
 from teams.models import Team
 
 # A week: past that a policy would never act within a billing month's notice.

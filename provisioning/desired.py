@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Sum
 
-from gpu_requests.models import Flavor, QuotaRequest
+from cluster.models import Flavor
+from gpu_requests.models import QuotaRequest
 from provisioning import manifests
 from teams import hooks
 from teams.models import Membership, Team

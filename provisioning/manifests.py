@@ -5,7 +5,7 @@ output and validated against the Kubernetes JSON schemas. Names are fixed, so a
 retried apply lands on the same object.
 """
 
-from gpu_requests.devices import is_dra_quota_resource
+from cluster.devices import is_dra_quota_resource
 from teams.namespaces import namespace_of
 
 MANAGED_BY = "gpu-portal"

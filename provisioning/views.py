@@ -13,11 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from cluster import kube
-from cluster.models import GpuNode, NamespaceQuota
+from cluster.models import Flavor, GpuNode, NamespaceQuota, shared_resource_names
 from gpu_requests import actions as quota_actions
 from gpu_requests import capacity
 from gpu_requests.forms import ReasonForm
-from gpu_requests.models import Flavor, QuotaRequest, shared_resource_names
+from gpu_requests.models import QuotaRequest
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync

@@ -9,8 +9,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
+from cluster.models import Flavor
 from gpu_requests import actions
-from gpu_requests.models import Flavor, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams.models import Membership, Team
 
 

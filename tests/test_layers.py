@@ -3,9 +3,9 @@
 Each Django app of the project (a top-level package with an apps.py) is a
 node, and so is `portal`, the project's wiring; an import of one by another,
 anywhere in a module (also inside a function), is an edge. A circle fails, and
-so does an import against the layers: teams at the bottom, gpu_requests above
-it, cluster above that, the other apps on top, and `portal` above them all
-(no app imports it).
+so does an import against the layers: teams at the bottom, cluster above it,
+the features on top (gpu_requests, provisioning, batch, billing, ...), and
+`portal` above them all (no app imports it).
 
 Within an app, each module is a node in the same way: a circle between the
 modules of one app fails too (a function-level import that closes it counts),
@@ -17,10 +17,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Lower layers first; an app may import only apps in lower layers. Apps not
-# named here are on top (provisioning, batch, billing, and any new one). teams
-# holds the models every app's rows point at (Team, Membership); gpu_requests
-# stays under cluster, which reads its flavors.
-LAYERS = [{"teams"}, {"gpu_requests"}, {"cluster"}]
+# named here are on top (gpu_requests, provisioning, batch, billing, and any new
+# one). teams holds the models every app's rows point at (Team, Membership);
+# cluster holds the catalog (Flavor) and what the cluster offers of it, and
+# learns what the features reserve through cluster.capacity's registry.
+LAYERS = [{"teams"}, {"cluster"}]
 WIRING = "portal"  # settings, URLs, Celery, health and metrics: above every app
 
 

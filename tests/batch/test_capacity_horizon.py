@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from batch import actions
 from batch.models import BatchWindow
+from cluster import capacity
 from gpu_requests import actions as quota_actions
 from tests.factories import FlavorFactory, submit
 
@@ -98,9 +99,9 @@ def test_lowering_capacity_counts_windows_beside_far_quota(vision, alice, admin_
     held = far_quota(vision, eight, alice, admin_user, gpus=6)
     window(admin_user, eight, 4, avoiding=held.starts_at)
     # 6 of quota and 4 of the window at once, from a year ahead: 8 is too few.
-    with pytest.raises(quota_actions.OverCommitted):
-        quota_actions.change_capacity(eight, 8, by=admin_user)
-    quota_actions.change_capacity(eight, 10, by=admin_user)
+    with pytest.raises(capacity.OverCommitted):
+        capacity.change_capacity(eight, 8, by=admin_user)
+    capacity.change_capacity(eight, 10, by=admin_user)
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -9,7 +9,7 @@ from batch import actions as batch_actions
 from batch import launch
 from batch.models import BatchJob, BatchJobEvent
 from cluster import clock
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from idle import actions
 from idle.evaluation import Workload
 from idle.models import IdleAction

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from batch import actions, launch
 from batch.models import BatchJob, BatchJobEvent, ImageRule, JobSync
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from teams.models import Membership, Team
 from tests.factories import UserFactory, make_reviewer
 from tests.provisioning.conftest import _use_broker, wait_for

@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 import time_machine
 
+from cluster.models import Flavor
 from gpu_requests import actions
-from gpu_requests.models import Flavor
 from tests.factories import FlavorFactory, submit
 
 

@@ -3,7 +3,7 @@
 
 from billing import actions
 from billing.metering import Figures, Measured, Workload, activity_band
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 
 
 def workload(allocated, active, idle=0, unmetered=0, *, gpus=1, mean=None, fb_peak=None):

@@ -19,7 +19,7 @@ import yaml
 
 from billing import actions
 from billing.models import TeamUsage, WorkloadUsage
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
 from tests.factories import FlavorFactory
 

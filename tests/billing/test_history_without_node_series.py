@@ -11,7 +11,7 @@ import pytest
 
 from billing import actions
 from billing.models import TeamUsage, WorkloadUsage
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.billing.test_history_answer import (
     FROM,
     TO,

@@ -3,7 +3,7 @@ from decimal import Decimal
 
 import pytest
 
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.billing.ledger import meter, workload
 from tests.factories import FlavorFactory
 

@@ -28,9 +28,8 @@ from batch import launch, watch
 from batch.models import BatchJob
 from cluster import actions as cluster_actions
 from cluster import kube
-from cluster.models import GpuNode
+from cluster.models import Flavor, GpuNode
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import Flavor
 from idle import workloads as idle_workloads
 from kubesim.apiserver.auth import Attributes, rule_allows
 from provisioning import actions

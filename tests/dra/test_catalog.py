@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import IntegrityError
 
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.api.conftest import client_for
 from tests.factories import FlavorFactory
 
@@ -45,19 +45,19 @@ def form(**fields):
 
 
 def test_it_creates_a_dra_flavor_whose_resource_is_the_class_quota_key(admin_client):
-    response = admin_client.post("/admin/gpu_requests/flavor/add/", form())
+    response = admin_client.post("/admin/cluster/flavor/add/", form())
     assert response.status_code == 302, response.content.decode()
     flavor = Flavor.objects.get(slug="h100-dra")
     assert flavor.is_dra
     assert flavor.resource_name == "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
     assert flavor.held_as == f"DRA: devices of DeviceClass gpu.nvidia.com where {SELECTOR}"
-    listing = admin_client.get("/admin/gpu_requests/flavor/").content.decode()
+    listing = admin_client.get("/admin/cluster/flavor/").content.decode()
     assert "DRA: devices of DeviceClass gpu.nvidia.com" in listing
 
 
 def test_it_refuses_a_selector_outside_the_subset_and_says_what_it_reads(admin_client):
     response = admin_client.post(
-        "/admin/gpu_requests/flavor/add/",
+        "/admin/cluster/flavor/add/",
         form(device_selector="device.attributes['gpu.nvidia.com'].type == 'gpu' || true"),
     )
     assert response.status_code == 200
@@ -67,7 +67,7 @@ def test_it_refuses_a_selector_outside_the_subset_and_says_what_it_reads(admin_c
 
 def test_it_refuses_a_node_selector_on_a_dra_flavor(admin_client):
     response = admin_client.post(
-        "/admin/gpu_requests/flavor/add/",
+        "/admin/cluster/flavor/add/",
         form(node_selector='{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}'),
     )
     assert "A DRA flavor picks devices, not nodes" in response.content.decode()
@@ -75,14 +75,14 @@ def test_it_refuses_a_node_selector_on_a_dra_flavor(admin_client):
 
 
 def test_it_refuses_a_selector_without_a_class(admin_client):
-    response = admin_client.post("/admin/gpu_requests/flavor/add/", form(device_class=""))
+    response = admin_client.post("/admin/cluster/flavor/add/", form(device_class=""))
     assert "A device selector needs a DeviceClass" in response.content.decode()
     assert not Flavor.objects.exists()
 
 
 def test_an_extended_resource_flavor_is_unchanged(admin_client):
     response = admin_client.post(
-        "/admin/gpu_requests/flavor/add/",
+        "/admin/cluster/flavor/add/",
         form(
             device_class="",
             device_selector="",

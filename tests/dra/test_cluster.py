@@ -14,9 +14,9 @@ from django.utils import timezone
 from cluster import actions as cluster_actions
 from cluster import kube
 from cluster.inventory import DRA_UNAVAILABLE
-from cluster.models import FlavorCapacity, GpuNode, NamespaceQuota
+from cluster.models import Flavor, FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import AuditEvent, Flavor
+from gpu_requests.models import AuditEvent
 from provisioning import actions, views
 from tests.dra import objects
 from tests.factories import submit

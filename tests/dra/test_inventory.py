@@ -1,6 +1,7 @@
 """cluster.inventory for DRA flavors: pure functions over DeviceClass, ResourceSlice
 and ResourceClaim dicts, tested by comparing output."""
 
+from cluster.devices import quota_resource
 from cluster.inventory import (
     ALL_NODES,
     DRA_UNAVAILABLE,
@@ -10,8 +11,7 @@ from cluster.inventory import (
     node_selected,
     take_inventory,
 )
-from gpu_requests.devices import quota_resource
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from tests.dra import objects
 
 

@@ -3,8 +3,8 @@ entry (gpu_requests.matching): pure functions over unsaved flavors."""
 
 import pytest
 
+from cluster.models import Flavor
 from gpu_requests.matching import architecture_of, matching, offer_of
-from gpu_requests.models import Flavor
 from tests.dra.objects import AT_LEAST_40GI, H100_ONLY, QUOTA_KEY
 
 

@@ -1,10 +1,10 @@
-"""The CEL subset the portal reads (gpu_requests/devices.py): what it reads, what it refuses."""
+"""The CEL subset the portal reads (cluster/devices.py): what it reads, what it refuses."""
 
 from decimal import Decimal
 
 import pytest
 
-from gpu_requests import devices
+from cluster import devices
 
 H100 = {
     "name": "gpu-0",

@@ -8,9 +8,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 
-from cluster.models import FlavorCapacity
+from cluster import capacity
+from cluster.models import Flavor, FlavorCapacity
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, Flavor
+from gpu_requests.models import AuditEvent
 from teams import errors
 from tests.factories import UserFactory, next_week, submit
 
@@ -30,8 +31,8 @@ def capacity_events():
 
 
 def test_it_refuses_to_go_below_what_is_approved_and_says_where(approved, admin_user, h100):
-    with pytest.raises(actions.OverCommitted) as refused:
-        actions.change_capacity(h100, 8, by=admin_user)
+    with pytest.raises(capacity.OverCommitted) as refused:
+        capacity.change_capacity(h100, 8, by=admin_user)
     message = str(refused.value)
     assert "cannot go down to 8 GPUs: up to 10 are already reserved" in message
     assert f"{approved.starts_at:%Y-%m-%d %H:%M} UTC" in message
@@ -40,7 +41,7 @@ def test_it_refuses_to_go_below_what_is_approved_and_says_where(approved, admin_
 
 
 def test_it_lowers_to_exactly_the_peak_and_audits(approved, admin_user, h100):
-    actions.change_capacity(h100, 10, by=admin_user, reason="two nodes drained")
+    capacity.change_capacity(h100, 10, by=admin_user, reason="two nodes drained")
     assert Flavor.objects.get(pk=h100.pk).capacity == 10
     [event] = capacity_events()
     assert event.team is None
@@ -54,19 +55,19 @@ def test_reservations_in_the_past_do_not_count(vision, alice, admin_user, h100, 
     past = submit(vision, h100, alice, gpus=16, starts_at=next_week(), hours=2)
     actions.approve(past, by=admin_user)
     time_machine.move_to(past.ends_at + timedelta(minutes=1))
-    actions.change_capacity(h100, 2, by=admin_user)
+    capacity.change_capacity(h100, 2, by=admin_user)
     assert Flavor.objects.get(pk=h100.pk).capacity == 2
 
 
 def test_only_platform_admins_change_capacity(h100, carol):
     with pytest.raises(errors.NotAllowed):
-        actions.change_capacity(h100, 32, by=carol)
+        capacity.change_capacity(h100, 32, by=carol)
 
 
 def test_the_catalog_admin_form_names_the_over_commitment(client, approved, admin_user, h100):
     admin_user.user_permissions.add(Permission.objects.get(codename="change_flavor"))
     client.force_login(admin_user)
-    url = f"/admin/gpu_requests/flavor/{h100.pk}/change/"
+    url = f"/admin/cluster/flavor/{h100.pk}/change/"
     form = client.get(url).context["adminform"].form
     data = {name: form.initial.get(name, "") for name in form.fields}
     data |= {"capacity": "3", "node_selector": '{"a": "b"}', "tolerations": "[]"}
@@ -85,7 +86,7 @@ def test_staff_without_review_permission_see_capacity_read_only(client, h100):
     staff = UserFactory(username="ops", is_staff=True)
     staff.user_permissions.add(Permission.objects.get(codename="change_flavor"))
     client.force_login(staff)
-    page = client.get(f"/admin/gpu_requests/flavor/{h100.pk}/change/").content.decode()
+    page = client.get(f"/admin/cluster/flavor/{h100.pk}/change/").content.decode()
     assert 'name="capacity"' not in page
 
 

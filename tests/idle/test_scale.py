@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from billing.prometheus import Series
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from idle import actions, evaluation
 
 T0 = datetime(2026, 11, 2, 10, tzinfo=UTC)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from billing.models import Rate
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from idle import actions
 from idle.evaluation import Workload
 

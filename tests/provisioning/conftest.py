@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from provisioning.models import TeamSync
 from tests.waiting import stop, wait_for
 

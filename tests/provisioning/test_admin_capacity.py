@@ -3,8 +3,7 @@
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from cluster.models import FlavorCapacity
-from gpu_requests.models import Flavor
+from cluster.models import Flavor, FlavorCapacity
 from tests.factories import FlavorFactory, UserFactory
 
 
@@ -39,5 +38,5 @@ def test_a_counted_flavors_capacity_is_read_only_in_the_catalog(client, admin_us
     FlavorCapacity.objects.create(flavor=flavor, devices=16, observed_at=timezone.now())
     admin_user.user_permissions.add(Permission.objects.get(codename="change_flavor"))
     client.force_login(admin_user)
-    page = client.get(f"/admin/gpu_requests/flavor/{flavor.pk}/change/").content.decode()
+    page = client.get(f"/admin/cluster/flavor/{flavor.pk}/change/").content.decode()
     assert 'name="capacity"' not in page

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from cluster import kube
 from cluster.actions import record_inventory
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from kubesim.testing import running_kubesim
 from tests.billing.ledger import meter, workload
 from tests.web.test_browser_daily import PAGES, company  # noqa: F401 - a fixture

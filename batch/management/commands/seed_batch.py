@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from batch import actions
 from batch.models import BatchJob, BatchWindow, ImageRule
-from gpu_requests.models import Flavor
+from cluster.models import Flavor
 from teams.models import Team
 
 ALLOWLIST = [

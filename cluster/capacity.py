@@ -1,0 +1,109 @@
+"""The floor under a flavor's capacity: it may not go below what is reserved.
+
+The catalog is this app's, but what is reserved of it is the business of the
+features above it (approved quota; batch windows, which gpu_requests counts
+with its own). They tell this module through two registries, filled in their
+`AppConfig.ready()`, so that cluster imports none of them:
+
+    from cluster import capacity
+    capacity.register_reserved(reserved_levels)
+    # reserved_levels(flavor, now) -> [(instant, GPUs reserved from it on)],
+    # the first at `now`, the rest the later steps in order
+    capacity.on_capacity_changed(record)
+    # record(flavor, old, gpus, *, by, reason): called inside the change's transaction
+
+A capacity override (cluster.actions) and the catalog's admin both change
+capacity through `change_capacity`; every reader asks `capacity_of`.
+"""
+
+from collections import defaultdict
+
+from django.db import transaction
+from django.utils import timezone
+
+from cluster.models import Flavor
+from teams import access
+from teams.errors import ActionError, IllegalTransition, NotAllowed
+
+_reserved = []
+_changed = []
+
+
+def register_reserved(source):
+    if source not in _reserved:  # ready() may run twice (tests, reloads)
+        _reserved.append(source)
+    return source
+
+
+def on_capacity_changed(callback):
+    if callback not in _changed:
+        _changed.append(callback)
+    return callback
+
+
+def capacity_of(flavor):
+    """Devices of `flavor` on the cluster: what approvals and batch windows may
+    reserve (the inventory's count, or an admin's override or catalog entry)."""
+    return flavor.capacity
+
+
+class OverCommitted(ActionError):
+    """A capacity below what is already reserved, with where it would not fit."""
+
+    def __init__(self, flavor, capacity, peak, first, instants):
+        self.flavor, self.capacity, self.peak = flavor, capacity, peak
+        super().__init__(
+            f"{flavor.name} cannot go down to {capacity} GPUs: up to {peak} are already "
+            f"reserved (approved or active), first over it from "
+            f"{first:%Y-%m-%d %H:%M} UTC, at {instants} moment(s) in all. "
+            "Revoke or move those reservations first."
+        )
+
+
+def reserved_levels(flavor, now):
+    """[(instant, GPUs reserved from it on)] from `now`, every registered source
+    added up. A source's queries each."""
+    change = defaultdict(int)
+    for source in _reserved:
+        previous = 0
+        for instant, level in source(flavor, now):
+            change[instant] += level - previous
+            previous = level
+    levels, level = [], 0
+    for instant in sorted(change):
+        level += change[instant]
+        levels.append((instant, level))
+    return levels
+
+
+def check_capacity(flavor, gpus, now=None):
+    """Raise OverCommitted if reservations from now on exceed `gpus`.
+    One query per reservation source."""
+    now = now or timezone.now()
+    over = [(instant, level) for instant, level in reserved_levels(flavor, now) if level > gpus]
+    if over:
+        peak = max(level for _, level in over)
+        raise OverCommitted(flavor, gpus, peak, over[0][0], len(over))
+
+
+@transaction.atomic
+def change_capacity(flavor, gpus, *, by, reason=""):
+    """Set how many GPUs of a flavor approvals may reserve; refused below what
+    is already reserved. The registered callbacks record it (gpu_requests: one
+    audit event, no team, old and new in the reason)."""
+    if not access.can_review(by):
+        raise NotAllowed("Only platform admins can change capacity.")
+    if gpus < 0:
+        raise IllegalTransition("Capacity cannot be negative.")
+    # The lock approvals take: no approval slips in between check and change.
+    flavor = Flavor.objects.select_for_update().get(pk=flavor.pk)
+    old = flavor.capacity
+    if gpus == old:
+        return flavor
+    if gpus < old:
+        check_capacity(flavor, gpus)
+    Flavor.objects.filter(pk=flavor.pk).update(capacity=gpus)
+    flavor.capacity = gpus
+    for callback in _changed:
+        callback(flavor, old, gpus, by=by, reason=reason)
+    return flavor

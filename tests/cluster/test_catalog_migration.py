@@ -8,12 +8,11 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from batch.models import BatchJob
 from cluster.models import Flavor, FlavorCapacity
 from gpu_requests.models import AuditEvent, QuotaRequest
+from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -26,20 +25,6 @@ BEFORE = [
     ("idle", "0002_team_moved_to_teams"),
 ]
 STARTS = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-def migrate_back():
-    """The database as it was before the move; its models (historical ones)."""
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    return executor.loader.project_state(BEFORE).apps
-
-
-def migrate_forward():
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-    # Content types are cached by id and by name for the process: read them again.
-    ContentType.objects.clear_cache()
 
 
 def write_before_the_move(old):
@@ -82,7 +67,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
     # Made after the database's last migration, as on a deployed portal.
     ContentType.objects.get_for_model(Flavor)
     try:
-        old = migrate_back()
+        old = migrate_back(BEFORE, state=BEFORE)
         write_before_the_move(old)
 
         migrate_forward()
@@ -103,7 +88,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
             ContentType.objects.filter(model="flavor").values_list("app_label", flat=True)
         ) == ["cluster"]
 
-        old = migrate_back()
+        old = migrate_back(BEFORE, state=BEFORE)
         h100 = old.get_model("gpu_requests", "Flavor").objects.get(slug="h100")
         assert h100.quota_requests.get().gpus == 2
         assert old.get_model("batch", "BatchJob").objects.get().flavor_id == h100.pk

@@ -8,14 +8,13 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from batch.models import BatchJob
 from billing.models import Budget
 from gpu_requests.models import AuditEvent, QuotaRequest
 from provisioning.models import TeamSync
 from teams.models import Membership, Team
+from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -30,20 +29,6 @@ BEFORE = [
     ("provisioning", "0003_teamsync_drifted"),
 ]
 STARTS = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-def migrate_back():
-    """The database as it was before the move; its models (historical ones)."""
-    executor = MigrationExecutor(connection)
-    executor.migrate([("teams", None), *BEFORE])
-    return executor.loader.project_state(BEFORE).apps
-
-
-def migrate_forward():
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
-    # Content types are cached by id and by name for the process: read them again.
-    ContentType.objects.clear_cache()
 
 
 def write_before_the_move(old):
@@ -90,7 +75,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
     # Made after the database's last migration, as on a deployed portal.
     ContentType.objects.get_for_models(Team, Membership)
     try:
-        old = migrate_back()
+        old = migrate_back([("teams", None), *BEFORE], state=BEFORE)
         write_before_the_move(old)
 
         migrate_forward()
@@ -114,7 +99,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
             )
         ) == {"teams"}
 
-        old = migrate_back()
+        old = migrate_back([("teams", None), *BEFORE], state=BEFORE)
         vision = old.get_model("gpu_requests", "Team").objects.get(slug="vision")
         assert list(vision.members.values_list("username", flat=True)) == ["alice"]
         assert vision.quota_requests.get().gpus == 2

@@ -16,8 +16,6 @@ A capacity override (cluster.actions) and the catalog's admin both change
 capacity through `change_capacity`; every reader asks `capacity_of`.
 """
 
-from collections import defaultdict
-
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,13 +23,14 @@ from cluster.models import Flavor
 from teams import access
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 
-_reserved = []
+_reserved = []  # one count: gpu_requests', which adds batch windows' to the quota's
 _changed = []
 
 
 def register_reserved(source):
-    if source not in _reserved:  # ready() may run twice (tests, reloads)
-        _reserved.append(source)
+    """The count of what is reserved; a second registration replaces the first
+    (ready() may run twice: tests, reloads)."""
+    _reserved[:] = [source]
     return source
 
 
@@ -61,19 +60,9 @@ class OverCommitted(ActionError):
 
 
 def reserved_levels(flavor, now):
-    """[(instant, GPUs reserved from it on)] from `now`, every registered source
-    added up. A source's queries each."""
-    change = defaultdict(int)
-    for source in _reserved:
-        previous = 0
-        for instant, level in source(flavor, now):
-            change[instant] += level - previous
-            previous = level
-    levels, level = [], 0
-    for instant in sorted(change):
-        level += change[instant]
-        levels.append((instant, level))
-    return levels
+    """[(instant, GPUs reserved from it on)] from `now`, as the registered count
+    says (none registered: nothing reserved)."""
+    return [level for source in _reserved for level in source(flavor, now)]
 
 
 def check_capacity(flavor, gpus, now=None):

@@ -7,7 +7,7 @@ point carries its value for a <title> tooltip and the table beside it.
 
 from dataclasses import dataclass, field
 
-from gpu_requests import formats
+from teams import formats
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 40

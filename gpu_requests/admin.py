@@ -6,9 +6,9 @@ from django.core.exceptions import ValidationError
 from cluster import capacity
 from cluster.models import Flavor
 from gpu_requests import actions, inputs
-from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors, hooks
+from teams.formats import money
 from teams.models import Membership, Team
 
 admin.site.site_header = "GPU portal administration"

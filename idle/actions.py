@@ -15,7 +15,6 @@ from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
 from cluster.models import Flavor
-from gpu_requests.formats import gpu_hours, money
 from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
@@ -30,6 +29,7 @@ from idle.models import (
     effective,
 )
 from teams import access, errors, hooks
+from teams.formats import gpu_hours, money
 from teams.models import Team
 from teams.namespaces import namespace_of
 

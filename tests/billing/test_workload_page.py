@@ -146,7 +146,7 @@ def test_the_whole_run_is_drawn_hour_by_hour_from_the_ledger(client, alice, visi
 
 
 def test_grammar_of_model_names():
-    from gpu_requests.formats import with_article
+    from teams.formats import with_article
 
     assert [with_article(n) for n in ("A100 80GB", "H100", "L4", "T4 shared", "MIG 1g.10gb")] == [
         "an A100 80GB",

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 from billing import actions as billing_actions
 from billing import charts
-from gpu_requests import formats
+from teams import formats
 
 
 def test_money_has_two_decimals_and_the_currency():

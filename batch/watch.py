@@ -18,8 +18,8 @@ from batch import actions, emails, jobs, launch, manifests
 from batch.models import BatchJob, WatchState
 from cluster import clock, kube
 from gpu_requests import inputs
-from gpu_requests.notices import Notice, absolute
 from teams import hooks
+from teams.notices import Notice, absolute
 
 Status = BatchJob.Status
 Action = jobs.Action

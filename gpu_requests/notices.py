@@ -2,43 +2,24 @@
 
 Each call queues the email for after the commit (a decision's to a worker, task
 `gpu_requests.send_decision`, so the request that decides renders none) and hands one
-`Notice` to every channel registered with `hooks.on_notice` inside the
+`teams.notices.Notice` to every channel registered with `hooks.on_notice` inside the
 transaction, so a channel that records work (the webhooks' deliveries) commits
 or rolls back with the change. Channels read only the Notice: it says what
 happened in plain words and plain data, whatever the channel makes of it.
 """
 
-from dataclasses import dataclass, field
-
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from gpu_requests import emails
 from gpu_requests.models import QuotaRequest
 from teams import hooks
+from teams.notices import Notice, absolute
 
 # The decision email's task, named by its path as the outbox names its tasks:
 # gpu_requests.tasks sits above this module (its lifecycle task calls the actions,
 # which tell people through here) and is imported when queueing.
 DECISION_TASK = "gpu_requests.tasks.send_decision"
-
-
-@dataclass(frozen=True)
-class Notice:
-    event: str  # request_submitted, request_approved, ...: [a-z_]+
-    team_id: int | None
-    title: str  # one line, plain text
-    url: str  # absolute: the page to open
-    text: str = ""  # what someone wrote (justification, reason, comment), if anything
-    facts: tuple = ()  # ((label, value), ...) shown beside the title
-    data: dict = field(default_factory=dict)  # the same for machines: ids, statuses
-    at: object = field(default_factory=timezone.now)
-
-
-def absolute(path):
-    return settings.PORTAL_BASE_URL.rstrip("/") + path
 
 
 def _facts(quota_request):

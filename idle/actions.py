@@ -16,7 +16,6 @@ from billing.rates import RateCard
 from cluster import clock, kube
 from cluster.models import Flavor
 from gpu_requests.models import AuditEvent
-from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
 from idle.models import (
     MAX_MINUTES,
@@ -32,6 +31,7 @@ from teams import access, errors, hooks
 from teams.formats import gpu_hours, money
 from teams.models import Team
 from teams.namespaces import namespace_of
+from teams.notices import Notice, absolute
 
 FIELDS = ("idle_minutes", "grace_minutes", "mode", "enabled")
 

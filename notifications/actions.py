@@ -1,6 +1,6 @@
 """Webhooks: setting them (each change an audit event) and delivering notices.
 
-A notice (gpu_requests.notices) becomes one `Delivery` per hook that should
+A notice (teams.notices.Notice) becomes one `Delivery` per hook that should
 hear it (its team's and the admins') in the transaction of the change; the
 deliveries are queued when it commits. Each delivery is an outbox row
 (cluster/outbox.py): a worker claims it with a lease, POSTs it, and either
@@ -23,10 +23,10 @@ from django.utils import timezone
 
 from cluster.outbox import Outbox
 from gpu_requests.models import AuditEvent
-from gpu_requests.notices import Notice, absolute
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
 from teams import access, errors
+from teams.notices import Notice, absolute
 
 log = logging.getLogger(__name__)
 

@@ -118,7 +118,7 @@ def members_changed(team_id):
 
 
 def on_notice(callback, *, many=None):
-    """Call `callback(notice)` (a `gpu_requests.notices.Notice`) in the transaction of
+    """Call `callback(notice)` (a `teams.notices.Notice`) in the transaction of
     everything people are told about (`many(notices)` instead, if given, when the
     lifecycle sweep tells of many at once)."""
     if many is not None:

@@ -97,8 +97,8 @@ def test_a_rolled_back_change_leaves_no_delivery(team_hook, vision, alice, h100)
 
 
 def test_no_hooks_cost_one_query(vision, alice, h100, django_assert_num_queries):
-    from gpu_requests.notices import Notice
     from notifications.actions import notice_posted
+    from teams.notices import Notice
 
     with django_assert_num_queries(1):
         notice_posted(Notice("request_submitted", vision.pk, "t", "http://x/"))

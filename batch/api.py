@@ -36,9 +36,10 @@ from gpu_requests.api import (
     APIViewSetMixin,
     ReviewersWrite,
 )
-from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
+from gpu_requests.serializers import ReasonSerializer
 from teams import access
 from teams.models import Team
+from teams.serializers import AwareDateTimeField
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)
 

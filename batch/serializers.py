@@ -12,8 +12,8 @@ from batch.actions import JOB_FIELDS
 from batch.launch import job_namespace
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
 from cluster.models import Flavor
-from gpu_requests.serializers import AwareDateTimeField
 from teams import access
+from teams.serializers import AwareDateTimeField
 
 
 @extend_schema_field(OpenApiTypes.STR)

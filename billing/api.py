@@ -16,8 +16,8 @@ from billing import actions, exports, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
 from cluster.models import Flavor
 from gpu_requests.api import ReviewersWrite
-from gpu_requests.serializers import ErrorSerializer
 from teams import access
+from teams.serializers import ErrorSerializer
 
 GROUPS = ("team", "flavor", "day", "workload")
 

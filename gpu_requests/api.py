@@ -32,9 +32,10 @@ from gpu_requests.serializers import (
     TeamSerializer,
 )
 from teams import access
-from teams.api import ErrorSerializer, Pagination
+from teams.api import Pagination
 from teams.models import Team
 from teams.schema import ERRORS
+from teams.serializers import ErrorSerializer
 
 Status = QuotaRequest.Status
 # A request's history as the detail shows it, oldest first, with who acted.

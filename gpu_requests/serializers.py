@@ -2,14 +2,13 @@
 follow live in `actions.validate_request`, so the web form and the API give
 the same answers."""
 
-from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from cluster.models import Flavor
 from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, QuotaRequest
 from teams import access
-from teams.api import ErrorSerializer
 from teams.models import SyncStatus, Team
+from teams.serializers import AwareDateTimeField, ErrorSerializer
 
 
 class TeamSyncSerializer(serializers.Serializer):
@@ -92,28 +91,6 @@ class FlavorSerializer(serializers.ModelSerializer):
 
     def get_held_by(self, flavor) -> str:
         return "dra" if flavor.is_dra else "extended_resource"
-
-
-class AwareDateTimeField(serializers.DateTimeField):
-    """An ISO 8601 timestamp that must say its offset.
-
-    DRF would read a naive time in the server's zone (PORTAL_TIME_ZONE), which
-    a client cannot see; a quota period off by hours is worse than a 400.
-    """
-
-    default_error_messages = {
-        "naive": "Include a time zone, e.g. 2030-01-31T09:00:00Z or 2030-01-31T09:00:00+01:00.",
-    }
-
-    def to_internal_value(self, value):
-        if isinstance(value, str):
-            try:
-                parsed = parse_datetime(value.strip())
-            except ValueError:
-                parsed = None  # well-formed but impossible, e.g. month 13: DRF says so
-            if parsed is not None and parsed.tzinfo is None:
-                self.fail("naive")
-        return super().to_internal_value(value)
 
 
 class QuotaRequestCreateSerializer(serializers.Serializer):

@@ -21,7 +21,8 @@ from gpu_requests.models import MAX_TEXT_LENGTH
 from idle import actions, showback
 from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
 from teams import access
-from teams.api import ErrorSerializer, Pagination
+from teams.api import Pagination
+from teams.serializers import ErrorSerializer
 
 
 class Minutes(serializers.IntegerField):

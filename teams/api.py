@@ -6,17 +6,13 @@ import io
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import parsers, serializers, status
+from rest_framework import parsers, status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from teams import errors
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
 
 
 def exception_handler(exc, context):

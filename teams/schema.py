@@ -5,7 +5,7 @@ from drf_spectacular import openapi
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 
-from teams.api import ErrorSerializer
+from teams.serializers import ErrorSerializer
 
 ERROR_DESCRIPTIONS = {
     "400": 'Invalid input: `{"field": ["message", ...]}`, or `{"detail": "..."}`.',

@@ -28,17 +28,11 @@ from batch.serializers import (
 )
 from cluster import clock
 from gpu_requests import inputs
-from gpu_requests.api import (
-    ERROR_400,
-    ERROR_403,
-    ERROR_404,
-    ERROR_409,
-    APIViewSetMixin,
-    ReviewersWrite,
-)
 from gpu_requests.serializers import ReasonSerializer
 from teams import access
+from teams.api import APIViewSetMixin, ReviewersWrite
 from teams.models import Team
+from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 from teams.serializers import AwareDateTimeField
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)

@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 from billing import actions, exports, queries
 from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
 from cluster.models import Flavor
-from gpu_requests.api import ReviewersWrite
 from teams import access
+from teams.api import ReviewersWrite
 from teams.serializers import ErrorSerializer
 
 GROUPS = ("team", "flavor", "day", "workload")

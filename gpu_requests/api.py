@@ -13,7 +13,7 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import mixins, permissions, status, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -32,42 +32,14 @@ from gpu_requests.serializers import (
     TeamSerializer,
 )
 from teams import access
-from teams.api import Pagination
+from teams.api import APIViewSetMixin
 from teams.models import Team
-from teams.schema import ERRORS
-from teams.serializers import ErrorSerializer
+from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 
 Status = QuotaRequest.Status
 # A request's history as the detail shows it, oldest first, with who acted.
 _EVENTS = Prefetch("events", queryset=AuditEvent.objects.select_related("actor"))
 _TRANSITIONS = ("approve", "reject", "cancel", "revoke")
-
-
-ERROR_400 = ERRORS["400"]
-ERROR_403 = OpenApiResponse(ErrorSerializer, description="You may see this but not do this.")
-ERROR_404 = OpenApiResponse(ErrorSerializer, description="No such request among your teams'.")
-ERROR_409 = OpenApiResponse(
-    ErrorSerializer, description="The request's status does not allow this (e.g. not pending)."
-)
-
-
-class APIViewSetMixin:
-    pagination_class = Pagination
-
-
-class ReviewersWrite(permissions.IsAuthenticated):
-    """Everyone signed in reads; only reviewers write. DRF checks this before the
-    body is parsed or validated, so a member gets 403 whatever they send: they
-    learn nothing from validation, and nothing they send reaches a query. The
-    view's `write_denied` is the 403's message."""
-
-    def has_permission(self, request, view):
-        if not super().has_permission(request, view):
-            return False
-        if request.method in permissions.SAFE_METHODS or access.can_review(request.user):
-            return True
-        self.message = getattr(view, "write_denied", "Only platform admins can do this.")
-        return False
 
 
 class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):

@@ -1,18 +1,18 @@
-"""What every API view shares: the JSON parser, pagination and the answer to an
+"""What every API view shares: the JSON parser, pagination, the answer to an
 action's error, so every endpoint refuses bad input the same way
-(teams/schema.py documents it)."""
+(teams/schema.py documents it), and the rule that only reviewers write."""
 
 import io
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import parsers, status
+from rest_framework import parsers, permissions, status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from teams import errors
+from teams import access, errors
 
 
 def exception_handler(exc, context):
@@ -130,3 +130,22 @@ class Pagination(LimitOffsetPagination):
         limit["schema"] |= {"minimum": 1, "maximum": self.max_limit}
         offset["schema"] |= {"minimum": 0, "maximum": self.max_offset}
         return [limit, offset]
+
+
+class APIViewSetMixin:
+    pagination_class = Pagination
+
+
+class ReviewersWrite(permissions.IsAuthenticated):
+    """Everyone signed in reads; only reviewers write. DRF checks this before the
+    body is parsed or validated, so a member gets 403 whatever they send: they
+    learn nothing from validation, and nothing they send reaches a query. The
+    view's `write_denied` is the 403's message."""
+
+    def has_permission(self, request, view):
+        if not super().has_permission(request, view):
+            return False
+        if request.method in permissions.SAFE_METHODS or access.can_review(request.user):
+            return True
+        self.message = getattr(view, "write_denied", "Only platform admins can do this.")
+        return False

@@ -27,6 +27,14 @@ ERRORS = {
     for code, description in ERROR_DESCRIPTIONS.items()
 }
 
+# What an operation documents as its own answers, in every app's API.
+ERROR_400 = ERRORS["400"]
+ERROR_403 = OpenApiResponse(ErrorSerializer, description="You may see this but not do this.")
+ERROR_404 = OpenApiResponse(ErrorSerializer, description="No such request among your teams'.")
+ERROR_409 = OpenApiResponse(
+    ErrorSerializer, description="The request's status does not allow this (e.g. not pending)."
+)
+
 
 # What the edge refuses (portal/edge.py) and PostgreSQL cannot store, said in the
 # schema: a text value holds no NUL character.

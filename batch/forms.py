@@ -9,8 +9,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from batch import actions
+from cluster.forms import FlavorChoiceField
 from cluster.models import Flavor
-from gpu_requests.forms import FlavorChoiceField
 from teams import access
 
 SECRET_REF = re.compile(r"^secret:([^/\s]+)/(\S+)$")

@@ -1,10 +1,10 @@
 from datetime import datetime
 
 from django import forms
-from django.conf import settings
 from django.utils import timezone
 
 from cluster.capacity import capacity_of
+from cluster.forms import FlavorChoiceField
 from cluster.models import Flavor
 from gpu_requests import actions, capacity, inputs, matching
 from gpu_requests.models import MAX_TEXT_LENGTH, QuotaRequest, estimate_cost
@@ -25,14 +25,6 @@ class LocalDateTimeField(forms.DateTimeField):
         if isinstance(value, datetime) and timezone.is_aware(value):
             return timezone.localtime(value).replace(tzinfo=None)
         return value
-
-
-class FlavorChoiceField(forms.ModelChoiceField):
-    def label_from_instance(self, flavor):
-        return (
-            f"{flavor.name} · {flavor.price_per_gpu_hour.normalize():f} "
-            f"{settings.PORTAL_CURRENCY}/GPU-hour · {capacity_of(flavor)} in the cluster"
-        )
 
 
 class QuotaRequestForm(forms.Form):

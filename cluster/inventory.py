@@ -32,6 +32,10 @@ SPOT_LABELS = {
     "cloud.google.com/gke-spot": "true",
     "kubernetes.azure.com/scalesetpriority": "spot",
 }
+# GPU node pools carry the taint nvidia.com/gpu:NoSchedule (its key is the resource
+# name); this is the toleration a flavor's pods need to land there, the one the demo
+# catalogs give their flavors.
+GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def is_gpu_resource(name):

@@ -14,12 +14,11 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.inventory import GPU_TAINT
 from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
 from teams.models import Membership, Team
-
-GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 # Node selectors match the GPU Operator labels of kubesim's demo cluster.
 CATALOG = [

@@ -14,8 +14,8 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from cluster.inventory import GPU_TAINT
 from cluster.models import Flavor
-from gpu_requests.management.commands.seed_demo import GPU_TAINT
 from idle import actions
 from idle.models import Mode
 from provisioning.manifests import CONTAINER_SECURITY, POD_SECURITY

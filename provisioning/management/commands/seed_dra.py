@@ -16,9 +16,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from cluster.inventory import GPU_TAINT
 from cluster.models import Flavor
 from gpu_requests import actions
-from gpu_requests.management.commands.seed_demo import GPU_TAINT
 from gpu_requests.models import QuotaRequest
 from provisioning.manifests import example_dra_job
 from teams.models import Team

@@ -14,16 +14,10 @@ from datetime import timedelta
 from kubesim.clock import Clock, format_time
 
 from . import patch as patching
+from .defaults import apply_defaults, prepare_for_create
 from .errors import AlreadyExists, BadRequest, Conflict, Forbidden, NotFound
 from .patch import copy_json
-from .resources import (
-    RESOURCES,
-    ResourceType,
-    apply_defaults,
-    builtin_cluster_role_bindings,
-    builtin_cluster_roles,
-    prepare_for_create,
-)
+from .resources import RESOURCES, ResourceType, builtin_cluster_role_bindings, builtin_cluster_roles
 from .storage import Storage, resource_type
 from .validation import validate
 

@@ -67,7 +67,8 @@ def default_pod_spec(spec: dict, *, template: bool = False) -> None:
                 tolerations.append(dict(toleration))
 
 
-def _qos_class(spec: dict) -> str:
+def qos_class(spec: dict) -> str:
+    """The pod's QoS class, from its containers' cpu and memory requests and limits."""
     requests_seen = limits_seen = False
     guaranteed = True
     for container in spec.get("containers") or []:
@@ -88,7 +89,7 @@ def default_pod(obj: dict) -> None:
     default_pod_spec(spec)
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(spec))
+    status.setdefault("qosClass", qos_class(spec))
     conditions = status.get("conditions") or []
     if spec.get("schedulingGates") and not any(
         isinstance(c, dict) and c.get("type") == "PodScheduled" for c in conditions
@@ -104,6 +105,7 @@ def default_pod(obj: dict) -> None:
                 "lastTransitionTime": None,
             }
         ]
+    _container_quantities_as_strings(spec)
 
 
 def default_job(obj: dict) -> None:
@@ -131,6 +133,9 @@ def default_job(obj: dict) -> None:
         template_meta["labels"] = {**(template_meta.get("labels") or {}), **generated}
     default_pod_spec(template.setdefault("spec", {}), template=True)
     obj.setdefault("status", {})
+    _template_quantities_as_strings(obj)
+    if isinstance(obj.get("status"), dict):
+        omit_zero_job_counts(obj["status"])
 
 
 # batch/v1 JobStatus counters tagged `omitempty` (ready and terminating are pointers:
@@ -145,15 +150,6 @@ def omit_zero_job_counts(status: dict) -> dict:
     return status
 
 
-def prepare_for_create(resource: str, obj: dict) -> None:
-    """What the registry's PrepareForCreate does after mutating admission: a new pod's
-    status is Pending with the QoS class of its final requests and limits (so one whose
-    requests came from a LimitRange is Burstable or Guaranteed, not BestEffort)."""
-    if resource == "pods":
-        status = obj.setdefault("status", {})
-        status["qosClass"] = _qos_class(obj.get("spec") or {})
-
-
 def default_namespace(obj: dict) -> None:
     name = obj["metadata"]["name"]
     labels = obj["metadata"].setdefault("labels", {})
@@ -165,11 +161,22 @@ def default_namespace(obj: dict) -> None:
 def default_quota(obj: dict) -> None:
     obj.setdefault("spec", {})
     obj.setdefault("status", {})
+    _as_strings((obj.get("spec") or {}).get("hard"))
+    for key in ("hard", "used"):
+        _as_strings((obj.get("status") or {}).get(key))
+
+
+def default_limit_range(obj: dict) -> None:
+    for item in (obj.get("spec") or {}).get("limits") or []:
+        for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            _as_strings(item.get(key) if isinstance(item, dict) else None)
 
 
 def default_node(obj: dict) -> None:
     obj.setdefault("spec", {})
     obj.setdefault("status", {})
+    for key in ("capacity", "allocatable"):
+        _as_strings((obj.get("status") or {}).get(key))
 
 
 def default_event(obj: dict) -> None:
@@ -211,6 +218,7 @@ def default_deployment(obj: dict) -> None:
     spec.setdefault("progressDeadlineSeconds", 600)
     _default_template(spec)
     obj.setdefault("status", {})
+    _template_quantities_as_strings(obj)
 
 
 def default_replica_set(obj: dict) -> None:
@@ -218,6 +226,7 @@ def default_replica_set(obj: dict) -> None:
     spec.setdefault("replicas", 1)
     _default_template(spec)
     obj.setdefault("status", {"replicas": 0})
+    _template_quantities_as_strings(obj)
 
 
 def default_stateful_set(obj: dict) -> None:
@@ -235,64 +244,28 @@ def default_stateful_set(obj: dict) -> None:
     )
     _default_template(spec)
     obj.setdefault("status", {"replicas": 0, "availableReplicas": 0})
+    _template_quantities_as_strings(obj)
 
 
-DEFAULTERS = {
-    "pods": default_pod,
-    "jobs": default_job,
-    "deployments": default_deployment,
-    "replicasets": default_replica_set,
-    "statefulsets": default_stateful_set,
-    "namespaces": default_namespace,
-    "resourcequotas": default_quota,
-    "nodes": default_node,
-    "events": default_event,
-    "networkpolicies": default_network_policy,
-}
-
-
-def apply_defaults(resource: str, obj: dict) -> None:
-    defaulter = DEFAULTERS.get(resource)
-    if defaulter:
-        defaulter(obj)
-    normalize_quantities(resource, obj)
-    if resource == "jobs" and isinstance(obj.get("status"), dict):
-        omit_zero_job_counts(obj["status"])
-
-
-def _stringify(mapping) -> None:
+def _as_strings(mapping) -> None:
+    """Quantities go out as strings, as Go's resource.Quantity marshals them (a client
+    may send `nvidia.com/gpu: 1`; the typed Python models only accept strings)."""
     if isinstance(mapping, dict):
         for key, value in mapping.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 mapping[key] = str(value)
 
 
-def _normalize_containers(spec) -> None:
+def _container_quantities_as_strings(spec) -> None:
     if not isinstance(spec, dict):
         return
     for key in ("containers", "initContainers"):
         for container in spec.get(key) or []:
             resources = container.get("resources") if isinstance(container, dict) else None
             if isinstance(resources, dict):
-                _stringify(resources.get("limits"))
-                _stringify(resources.get("requests"))
+                _as_strings(resources.get("limits"))
+                _as_strings(resources.get("requests"))
 
 
-def normalize_quantities(resource: str, obj: dict) -> None:
-    """Quantities go out as strings, as Go's resource.Quantity marshals them (a client
-    may send `nvidia.com/gpu: 1`; the typed Python models only accept strings)."""
-    if resource == "pods":
-        _normalize_containers(obj.get("spec"))
-    elif resource in ("jobs", "deployments", "replicasets", "statefulsets"):
-        _normalize_containers(((obj.get("spec") or {}).get("template") or {}).get("spec"))
-    elif resource == "resourcequotas":
-        _stringify((obj.get("spec") or {}).get("hard"))
-        for key in ("hard", "used"):
-            _stringify((obj.get("status") or {}).get(key))
-    elif resource == "nodes":
-        for key in ("capacity", "allocatable"):
-            _stringify((obj.get("status") or {}).get(key))
-    elif resource == "limitranges":
-        for item in (obj.get("spec") or {}).get("limits") or []:
-            for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
-                _stringify(item.get(key) if isinstance(item, dict) else None)
+def _template_quantities_as_strings(obj: dict) -> None:
+    _container_quantities_as_strings(((obj.get("spec") or {}).get("template") or {}).get("spec"))

@@ -3,6 +3,8 @@ cluster starts with."""
 
 from dataclasses import dataclass, field
 
+from . import strategies
+
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 READ_VERBS = ["get", "list", "watch"]
 
@@ -22,8 +24,8 @@ class ResourceType:
     # The registry answers a DELETE with the object (ReturnDeletedObject: pods,
     # namespaces, resourcequotas); every other kind deleted at once answers a Status.
     returns_deleted_object: bool = False
-    # Honours propagationPolicy Orphan/Foreground (events' strategy does not).
-    garbage_collected: bool = True
+    # The kind's rules on every write and delete (strategies.py).
+    strategy: strategies.Strategy = field(kw_only=True)
 
     @property
     def api_version(self) -> str:
@@ -62,8 +64,18 @@ RESOURCES: dict[str, ResourceType] = {
             ("ns",),
             ("status",),
             returns_deleted_object=True,
+            strategy=strategies.NamespaceStrategy(),
         ),
-        ResourceType("nodes", "Node", "", "v1", False, ("no",), ("status",)),
+        ResourceType(
+            "nodes",
+            "Node",
+            "",
+            "v1",
+            False,
+            ("no",),
+            ("status",),
+            strategy=strategies.NodeStrategy(),
+        ),
         ResourceType(
             "pods",
             "Pod",
@@ -74,8 +86,11 @@ RESOURCES: dict[str, ResourceType] = {
             ("status", "log", "eviction"),
             categories=("all",),
             returns_deleted_object=True,
+            strategy=strategies.PodStrategy(),
         ),
-        ResourceType("events", "Event", "", "v1", True, ("ev",), garbage_collected=False),
+        ResourceType(
+            "events", "Event", "", "v1", True, ("ev",), strategy=strategies.EventStrategy()
+        ),
         ResourceType(
             "resourcequotas",
             "ResourceQuota",
@@ -85,9 +100,28 @@ RESOURCES: dict[str, ResourceType] = {
             ("quota",),
             ("status",),
             returns_deleted_object=True,
+            strategy=strategies.ResourceQuotaStrategy(),
         ),
-        ResourceType("limitranges", "LimitRange", "", "v1", True, ("limits",)),
-        ResourceType("jobs", "Job", "batch", "v1", True, (), ("status",), categories=("all",)),
+        ResourceType(
+            "limitranges",
+            "LimitRange",
+            "",
+            "v1",
+            True,
+            ("limits",),
+            strategy=strategies.LimitRangeStrategy(),
+        ),
+        ResourceType(
+            "jobs",
+            "Job",
+            "batch",
+            "v1",
+            True,
+            (),
+            ("status",),
+            categories=("all",),
+            strategy=strategies.JobStrategy(),
+        ),
         ResourceType(
             "deployments",
             "Deployment",
@@ -97,6 +131,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("deploy",),
             ("status",),
             categories=("all",),
+            strategy=strategies.DeploymentStrategy(),
         ),
         ResourceType(
             "replicasets",
@@ -107,6 +142,7 @@ RESOURCES: dict[str, ResourceType] = {
             ("rs",),
             ("status",),
             categories=("all",),
+            strategy=strategies.ReplicaSetStrategy(),
         ),
         ResourceType(
             "statefulsets",
@@ -117,13 +153,36 @@ RESOURCES: dict[str, ResourceType] = {
             ("sts",),
             ("status",),
             categories=("all",),
+            strategy=strategies.StatefulSetStrategy(),
         ),
-        ResourceType("roles", "Role", RBAC, "v1", True),
-        ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),
-        ResourceType("clusterroles", "ClusterRole", RBAC, "v1", False),
-        ResourceType("clusterrolebindings", "ClusterRoleBinding", RBAC, "v1", False),
+        ResourceType("roles", "Role", RBAC, "v1", True, strategy=strategies.RoleStrategy()),
         ResourceType(
-            "networkpolicies", "NetworkPolicy", "networking.k8s.io", "v1", True, ("netpol",)
+            "rolebindings",
+            "RoleBinding",
+            RBAC,
+            "v1",
+            True,
+            strategy=strategies.RoleBindingStrategy(),
+        ),
+        ResourceType(
+            "clusterroles", "ClusterRole", RBAC, "v1", False, strategy=strategies.RoleStrategy()
+        ),
+        ResourceType(
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            RBAC,
+            "v1",
+            False,
+            strategy=strategies.RoleBindingStrategy(),
+        ),
+        ResourceType(
+            "networkpolicies",
+            "NetworkPolicy",
+            "networking.k8s.io",
+            "v1",
+            True,
+            ("netpol",),
+            strategy=strategies.NetworkPolicyStrategy(),
         ),
         # Answered, never stored (`kubectl auth can-i`): see kubesim/apiserver/auth.py.
         ResourceType(
@@ -133,6 +192,7 @@ RESOURCES: dict[str, ResourceType] = {
             "v1",
             False,
             verbs=["create"],
+            strategy=strategies.Strategy(),
         ),
     ]
 }

@@ -1,9 +1,10 @@
-"""The registry over kubesim's storage: what k8s.io/apiserver's generic registry and
-the per-resource strategies do. A write is defaulted, admitted, validated and
-prepared here (server-owned fields, generation, the status subresource, field
-managers); a delete is graceful for running pods, waits for finalizers,
-propagates to dependents as the garbage collector would, and empties a
-namespace. Reads and watches are the storage's own.
+"""The registry over kubesim's storage: what k8s.io/apiserver's generic registry
+does, asking each kind's strategy (strategies.py) where kinds differ. A write is
+defaulted, admitted, validated and prepared here (server-owned fields,
+generation, the status subresource, field managers); a delete waits out its
+strategy's grace period and the finalizers, propagates to dependents as the
+garbage collector would, and empties a namespace. Reads and watches are the
+storage's own.
 """
 
 import random
@@ -16,22 +17,11 @@ from kubesim.clock import Clock, format_time
 from . import patch as patching
 from .errors import AlreadyExists, BadRequest, Conflict, Forbidden, NotFound
 from .patch import copy_json
-from .resources import (
-    RESOURCES,
-    ResourceType,
-    apply_defaults,
-    builtin_cluster_role_bindings,
-    builtin_cluster_roles,
-    prepare_for_create,
-)
+from .resources import RESOURCES, ResourceType, builtin_cluster_role_bindings, builtin_cluster_roles
 from .storage import Storage, resource_type
 from .validation import validate
 
 SEED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-# Kinds whose spec changes bump metadata.generation.
-GENERATION_KINDS = {"jobs", "pods", "networkpolicies", "deployments", "replicasets", "statefulsets"}
-# Kinds whose /status subresource owns .status: a PUT of the main resource keeps it.
-STATUS_SUBRESOURCE = {r.plural for r in RESOURCES.values() if "status" in r.subresources}
 # What the apiserver puts on an object deleted with these propagation policies, for the
 # garbage collector to remove once it has orphaned or deleted the dependents.
 GC_FINALIZERS = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}
@@ -195,7 +185,7 @@ class Store(Storage):
             ):
                 raise Conflict(resource=resource, group=rtype.group, name=name)
             if dry_run:
-                grace = _grace_period(rtype, old, grace_period_seconds)
+                grace = rtype.strategy.grace_period(old, grace_period_seconds)
                 if grace or old["metadata"].get("finalizers"):
                     return _marked(old, self.clock.now(), grace)
                 return self._deleted_answer(rtype, old, _policy(rtype, propagation_policy))
@@ -311,7 +301,7 @@ class Store(Storage):
         meta["creationTimestamp"] = self.clock.timestamp()
         for server_owned in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(server_owned, None)
-        if rtype.plural in GENERATION_KINDS:
+        if rtype.strategy.tracks_generation:
             meta["generation"] = 1
         return new
 
@@ -324,7 +314,8 @@ class Store(Storage):
         if subresource == "status":
             # The status subresource changes status only (labels etc. stay as they were).
             new = {**copy_json(old), "status": new.get("status", {})}
-        elif rtype.plural in STATUS_SUBRESOURCE:
+        elif "status" in rtype.subresources:
+            # Where /status owns .status, a write of the main resource keeps it.
             new["status"] = copy_json(old.get("status", {}))
         meta = new["metadata"]
         for server_owned in (
@@ -351,7 +342,8 @@ class Store(Storage):
 
     def _write(self, rtype, old, new, *, owners, dry_run=False, subresource=None) -> dict:
         """Default, validate, admit and commit; a write that changes nothing is skipped."""
-        apply_defaults(rtype.plural, new)
+        strategy = rtype.strategy
+        strategy.default(new)
         if subresource != "status":
             operation = "CREATE" if old is None else "UPDATE"
             for hook in self._early_admission.get(rtype.plural, ()):
@@ -360,7 +352,7 @@ class Store(Storage):
             for hook in self._admission.get(rtype.plural, ()):
                 hook(operation, new, old, self)
             if old is None:
-                prepare_for_create(rtype.plural, new)
+                strategy.prepare_for_create(new)
         meta = new["metadata"]
         if owners is not None:
             meta["managedFields"] = patching.render_managed_fields(
@@ -374,7 +366,7 @@ class Store(Storage):
         if old is not None:
             if _same(old, new):
                 return copy_json(old)
-            if rtype.plural in GENERATION_KINDS and _spec_changed(old, new):
+            if strategy.tracks_generation and _spec_changed(old, new):
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
         if dry_run:
             return new
@@ -384,12 +376,12 @@ class Store(Storage):
         return copy_json(new)
 
     def _delete(self, rtype: ResourceType, obj: dict, policy: str | None, grace=None) -> dict:
-        grace = _grace_period(rtype, obj, grace)
+        grace = rtype.strategy.grace_period(obj, grace)
         if grace or obj["metadata"].get("finalizers"):
             return self._mark_deleted(rtype, obj, grace)
-        if rtype.plural == "namespaces" and self.namespace_lifecycle:
-            return self._terminate_namespace(obj)
-        if rtype.plural == "namespaces":
+        if rtype.strategy.holds_namespaced_objects:
+            if self.namespace_lifecycle:
+                return self._terminate_namespace(rtype, obj)
             namespace = obj["metadata"]["name"]
             for other in RESOURCES.values():
                 if other.namespaced:
@@ -412,32 +404,28 @@ class Store(Storage):
         return self._deleted_answer(rtype, obj, policy)
 
     def _deleted_answer(self, rtype: ResourceType, obj: dict, policy: str) -> dict:
-        """The object as the apiserver holds it when it answers the delete: pods are
-        deleted gracefully even with no grace (deletionTimestamp set), and an Orphan or
-        Foreground delete puts the garbage collector's finalizer on the object (kubesim
-        does the collector's work at once, so that copy is never stored)."""
+        """The object as the apiserver holds it when it answers the delete: as its
+        strategy shows a deleted object, and with the garbage collector's finalizer
+        after an Orphan or Foreground delete (kubesim does the collector's work at
+        once, so that copy is never stored)."""
         deleted = copy_json(obj)
         meta = deleted["metadata"]
-        if rtype.plural in ("pods", "namespaces"):
-            meta["deletionTimestamp"] = self.clock.timestamp()
-        if rtype.plural == "namespaces":
-            deleted.setdefault("status", {})["phase"] = "Terminating"
-        finalizer = GC_FINALIZERS.get(policy) if rtype.garbage_collected else None
+        rtype.strategy.as_deleted(deleted, self.clock.timestamp())
+        finalizer = GC_FINALIZERS.get(policy) if rtype.strategy.garbage_collected else None
         if finalizer:
             meta["deletionTimestamp"] = self.clock.timestamp()
             meta["deletionGracePeriodSeconds"] = 0
             meta["finalizers"] = [*(meta.get("finalizers") or []), finalizer]
         return deleted
 
-    def _terminate_namespace(self, obj: dict) -> dict:
+    def _terminate_namespace(self, rtype: ResourceType, obj: dict) -> dict:
         """Deleting a namespace makes it Terminating: no new content is admitted and the
         namespace controller empties it, then it goes (finish_namespace)."""
         if obj["metadata"].get("deletionTimestamp"):
             return copy_json(obj)
         marked = copy_json(obj)
-        marked["metadata"]["deletionTimestamp"] = self.clock.timestamp()
-        marked.setdefault("status", {})["phase"] = "Terminating"
-        self._commit(RESOURCES["namespaces"], marked, obj, "MODIFIED")
+        rtype.strategy.as_deleted(marked, self.clock.timestamp())
+        self._commit(rtype, marked, obj, "MODIFIED")
         return copy_json(marked)
 
     def _mark_deleted(self, rtype: ResourceType, obj: dict, grace: int) -> dict:
@@ -482,27 +470,9 @@ def namespace_terminating(rtype: ResourceType, name: str, namespace: str) -> For
     return error
 
 
-def _grace_period(rtype: ResourceType, obj: dict, requested) -> int:
-    """Seconds a delete waits: only pods have one (the apiserver's CheckGracefulDelete);
-    a pod that never ran on a node or has already ended goes at once."""
-    if rtype.plural != "pods":
-        return 0
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
-        return 0
-    if requested is None:
-        requested = spec.get("terminationGracePeriodSeconds", 30)
-    try:
-        period = int(requested)
-    except (TypeError, ValueError):
-        raise BadRequest(f"invalid gracePeriodSeconds: {requested!r}") from None
-    return 1 if period < 0 else period
-
-
 def _policy(rtype: ResourceType, policy: str | None) -> str:
     if policy is None:
-        # batch/v1 Jobs orphan their pods by default, for backwards compatibility.
-        policy = "Orphan" if rtype.plural == "jobs" else "Background"
+        policy = rtype.strategy.default_propagation
     if policy not in ("Orphan", "Background", "Foreground"):
         raise BadRequest(f"unsupported propagationPolicy {policy!r}")
     return policy

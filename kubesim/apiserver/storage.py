@@ -307,8 +307,9 @@ class Storage:
             # The DELETED event carries the last state with a fresh resourceVersion.
             target = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._rv)}}
             self._objects[rtype.plural].pop(key, None)
-            # A pod's logs go with it (the kubelet removes its containers).
-            if rtype.plural == "pods":
+            # The container logs of a kind with a log subresource (pods) go with the
+            # object (the kubelet removes its containers).
+            if "log" in rtype.subresources:
                 for logs in (self.logs, self.previous_logs):
                     for log_key in [k for k in logs if k[:2] == key]:
                         del logs[log_key]

@@ -2,19 +2,27 @@
 
 Structure and types come from kubernetes-validate's JSON schemas (one cached
 validator per kind, ~0.2 ms a call); the semantic rules the schemas cannot
-express (names, required fields, enums, immutability) are written out here.
+express (names, required fields, enums, immutability) are written out here, and
+each kind's strategy (strategies.py) picks the ones that apply to it.
 """
+
+from __future__ import annotations
 
 import functools
 import json
 import re
+from typing import TYPE_CHECKING
 
 from kubesim import quantity
 
 from .errors import BadRequest, FieldError, Invalid, TypedPatchError
 from .quota import is_extended
-from .resources import ResourceType
 from .selectors import labels_match, selector_from_label_selector
+
+# resources.py imports the strategies, which import this module: here ResourceType is
+# only an annotation.
+if TYPE_CHECKING:
+    from .resources import ResourceType
 
 SCHEMA_VERSION = "v1.37.0"
 
@@ -171,17 +179,23 @@ def _go(value) -> str:
 # --- semantic rules ---
 
 
-def _name_errors(rtype: ResourceType, name: str) -> list[FieldError]:
-    if rtype.plural in ("namespaces",):
-        if not DNS1123_LABEL.match(name) or len(name) > 63:
-            detail = LABEL_MSG if len(name) <= 63 else "must be no more than 63 characters"
-            return [FieldError("Invalid", "metadata.name", name, detail)]
-        return []
-    if rtype.group.startswith("rbac."):
-        # RBAC names only have to be valid path segments.
-        if name in (".", "..") or "/" in name or "%" in name:
-            return [FieldError("Invalid", "metadata.name", name, "may not contain '/' or '%'")]
-        return []
+def label_name_errors(name: str) -> list[FieldError]:
+    """A name that must be a DNS label (a namespace's)."""
+    if not DNS1123_LABEL.match(name) or len(name) > 63:
+        detail = LABEL_MSG if len(name) <= 63 else "must be no more than 63 characters"
+        return [FieldError("Invalid", "metadata.name", name, detail)]
+    return []
+
+
+def path_segment_name_errors(name: str) -> list[FieldError]:
+    """A name that only has to be a valid path segment (RBAC's)."""
+    if name in (".", "..") or "/" in name or "%" in name:
+        return [FieldError("Invalid", "metadata.name", name, "may not contain '/' or '%'")]
+    return []
+
+
+def subdomain_name_errors(name: str) -> list[FieldError]:
+    """A name that must be a DNS subdomain (most kinds')."""
     if len(name) > 253:
         return [FieldError("Invalid", "metadata.name", name, "must be no more than 253 characters")]
     if not DNS1123_SUBDOMAIN.match(name):
@@ -199,7 +213,7 @@ def _qualified_name_errors(field: str, key: str) -> list[FieldError]:
     return errors
 
 
-def _metadata_errors(rtype: ResourceType, meta: dict) -> list[FieldError]:
+def _metadata_errors(name_errors, meta: dict) -> list[FieldError]:
     errors = []
     name = meta.get("name") or ""
     if not name:
@@ -207,7 +221,7 @@ def _metadata_errors(rtype: ResourceType, meta: dict) -> list[FieldError]:
             FieldError("Required", "metadata.name", None, "name or generateName is required")
         )
     else:
-        errors += _name_errors(rtype, name)
+        errors += name_errors(name)
     for key, value in (meta.get("labels") or {}).items():
         errors += _qualified_name_errors("metadata.labels", key)
         if not isinstance(value, str) or (
@@ -312,7 +326,11 @@ def _pod_spec_errors(field: str, spec, *, job: bool = False) -> list[FieldError]
     return errors
 
 
-def _job_errors(obj: dict) -> list[FieldError]:
+def pod_errors(obj: dict) -> list[FieldError]:
+    return _pod_spec_errors("spec", obj.get("spec"))
+
+
+def job_errors(obj: dict) -> list[FieldError]:
     spec = obj.get("spec")
     if not isinstance(spec, dict) or not spec.get("template"):
         return [FieldError("Required", "spec.template")]
@@ -327,7 +345,7 @@ def _job_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
-def _workload_errors(obj: dict) -> list[FieldError]:
+def workload_errors(obj: dict) -> list[FieldError]:
     """ValidateDeploymentSpec / ValidateReplicaSetSpec / ValidateStatefulSetSpec: a
     selector that picks the template's own labels, replicas not negative."""
     spec = obj.get("spec")
@@ -351,7 +369,7 @@ def _workload_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
-def _role_errors(obj: dict) -> list[FieldError]:
+def role_errors(obj: dict) -> list[FieldError]:
     errors = []
     for index, rule in enumerate(obj.get("rules") or []):
         if not (rule or {}).get("verbs"):
@@ -366,7 +384,7 @@ def _role_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
-def _role_binding_errors(obj: dict) -> list[FieldError]:
+def role_binding_errors(obj: dict) -> list[FieldError]:
     errors = []
     ref = obj.get("roleRef")
     if not isinstance(ref, dict):
@@ -407,11 +425,11 @@ def _role_binding_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
-def _quota_errors(obj: dict) -> list[FieldError]:
+def quota_errors(obj: dict) -> list[FieldError]:
     return _quantity_errors("spec.hard", (obj.get("spec") or {}).get("hard"))
 
 
-def _limit_range_errors(obj: dict) -> list[FieldError]:
+def limit_range_errors(obj: dict) -> list[FieldError]:
     errors = []
     for index, item in enumerate((obj.get("spec") or {}).get("limits") or []):
         if not item.get("type"):
@@ -421,7 +439,7 @@ def _limit_range_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
-def _event_errors(obj: dict) -> list[FieldError]:
+def event_errors(obj: dict) -> list[FieldError]:
     involved = obj.get("involvedObject") or {}
     errors = []
     meta_ns = (obj.get("metadata") or {}).get("namespace")
@@ -437,21 +455,6 @@ def _event_errors(obj: dict) -> list[FieldError]:
     return errors
 
 
-RULES = {
-    "pods": lambda obj: _pod_spec_errors("spec", obj.get("spec")),
-    "jobs": _job_errors,
-    "deployments": _workload_errors,
-    "replicasets": _workload_errors,
-    "statefulsets": _workload_errors,
-    "roles": _role_errors,
-    "clusterroles": _role_errors,
-    "rolebindings": _role_binding_errors,
-    "clusterrolebindings": _role_binding_errors,
-    "resourcequotas": _quota_errors,
-    "limitranges": _limit_range_errors,
-    "events": _event_errors,
-}
-
 # Pod fields a kubelet-less update may change (what ValidatePodUpdate allows).
 MUTABLE_POD_SPEC = {
     "activeDeadlineSeconds",
@@ -461,63 +464,66 @@ MUTABLE_POD_SPEC = {
 }
 
 
-def _immutable_errors(rtype: ResourceType, new: dict, old: dict) -> list[FieldError]:
+def job_update_errors(new: dict, old: dict) -> list[FieldError]:
     errors = []
-    if rtype.plural == "jobs":
-        new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-        for key in ("selector", "completions", "completionMode", "podFailurePolicy"):
-            if new_spec.get(key) != old_spec.get(key):
-                errors.append(
-                    FieldError("Invalid", f"spec.{key}", new_spec.get(key), "field is immutable")
-                )
-        new_template, old_template = new_spec.get("template"), old_spec.get("template")
-        # Only a suspended Job that never started may change its scheduling directives
-        # (the job strategy's AllowMutableSchedulingDirectives).
-        never_started = not (old.get("status") or {}).get("startTime")
-        if new_template != old_template and not _scheduling_only_change(
-            new_template, old_template, suspended=bool(old_spec.get("suspend")) and never_started
-        ):
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    for key in ("selector", "completions", "completionMode", "podFailurePolicy"):
+        if new_spec.get(key) != old_spec.get(key):
             errors.append(
-                FieldError("Invalid", "spec.template", new_template, "field is immutable")
+                FieldError("Invalid", f"spec.{key}", new_spec.get(key), "field is immutable")
             )
-    elif rtype.plural in ("deployments", "replicasets", "statefulsets"):
-        new_selector = (new.get("spec") or {}).get("selector")
-        if new_selector != (old.get("spec") or {}).get("selector"):
-            errors.append(
-                FieldError("Invalid", "spec.selector", new_selector, "field is immutable")
-            )
-    elif rtype.plural in ("rolebindings", "clusterrolebindings") and new.get("roleRef") != old.get(
-        "roleRef"
+    new_template, old_template = new_spec.get("template"), old_spec.get("template")
+    # Only a suspended Job that never started may change its scheduling directives
+    # (the job strategy's AllowMutableSchedulingDirectives).
+    never_started = not (old.get("status") or {}).get("startTime")
+    if new_template != old_template and not _scheduling_only_change(
+        new_template, old_template, suspended=bool(old_spec.get("suspend")) and never_started
     ):
-        errors.append(FieldError("Invalid", "roleRef", new.get("roleRef"), "cannot change roleRef"))
-    elif rtype.plural == "pods":
-        old_gates = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or []}
-        for index, gate in enumerate((new.get("spec") or {}).get("schedulingGates") or []):
-            if gate.get("name") not in old_gates:
-                errors.append(
-                    FieldError(
-                        "Forbidden",
-                        f"spec.schedulingGates[{index}]",
-                        None,
-                        "only deletion is allowed, but found new scheduling gate "
-                        f"'{gate.get('name')}'",
-                    )
-                )
-        new_spec = _pod_spec_for_compare(new.get("spec") or {}, old.get("spec") or {})
-        old_spec = _pod_spec_for_compare(old.get("spec") or {}, old.get("spec") or {})
-        if new_spec != old_spec:
+        errors.append(FieldError("Invalid", "spec.template", new_template, "field is immutable"))
+    return errors
+
+
+def workload_update_errors(new: dict, old: dict) -> list[FieldError]:
+    new_selector = (new.get("spec") or {}).get("selector")
+    if new_selector != (old.get("spec") or {}).get("selector"):
+        return [FieldError("Invalid", "spec.selector", new_selector, "field is immutable")]
+    return []
+
+
+def role_binding_update_errors(new: dict, old: dict) -> list[FieldError]:
+    if new.get("roleRef") != old.get("roleRef"):
+        return [FieldError("Invalid", "roleRef", new.get("roleRef"), "cannot change roleRef")]
+    return []
+
+
+def pod_update_errors(new: dict, old: dict) -> list[FieldError]:
+    errors = []
+    old_gates = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or []}
+    for index, gate in enumerate((new.get("spec") or {}).get("schedulingGates") or []):
+        if gate.get("name") not in old_gates:
             errors.append(
                 FieldError(
                     "Forbidden",
-                    "spec",
+                    f"spec.schedulingGates[{index}]",
                     None,
-                    "pod updates may not change fields other than `spec.containers[*].image`,"
-                    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
-                    "`spec.tolerations` (only additions to existing tolerations),"
-                    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
-                    "previously negative)",
+                    f"only deletion is allowed, but found new scheduling gate '{gate.get('name')}'",
                 )
             )
+    new_spec = _pod_spec_for_compare(new.get("spec") or {}, old.get("spec") or {})
+    old_spec = _pod_spec_for_compare(old.get("spec") or {}, old.get("spec") or {})
+    if new_spec != old_spec:
+        errors.append(
+            FieldError(
+                "Forbidden",
+                "spec",
+                None,
+                "pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+                "`spec.tolerations` (only additions to existing tolerations),"
+                "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+                "previously negative)",
+            )
+        )
     return errors
 
 
@@ -549,13 +555,13 @@ _LABELS = {"labels", "annotations"}
 
 
 def validate(rtype: ResourceType, obj: dict, old: dict | None = None) -> None:
-    """Semantic validation of a defaulted object; raises Invalid with all errors."""
-    errors = _metadata_errors(rtype, obj.get("metadata") or {})
-    rule = RULES.get(rtype.plural)
-    if rule:
-        errors += rule(obj)
+    """Semantic validation of a defaulted object by its kind's strategy (Validate, and
+    ValidateUpdate when there is an `old`); raises Invalid with all errors."""
+    strategy = rtype.strategy
+    errors = _metadata_errors(strategy.name_errors, obj.get("metadata") or {})
+    errors += strategy.validate(obj)
     if old is not None:
-        errors += _immutable_errors(rtype, obj, old)
+        errors += strategy.validate_update(obj, old)
     if errors:
         name = (obj.get("metadata") or {}).get("name", "")
         raise Invalid(kind=rtype.kind, group=rtype.group, name=name, errors=errors)

@@ -4,8 +4,8 @@ pods to create and delete, events, the TTL), with the back-offs between tries.""
 import logging
 import random
 
+from kubesim.apiserver.defaults import omit_zero_job_counts
 from kubesim.apiserver.errors import AlreadyExists, ApiError, NotFound
-from kubesim.apiserver.resources import omit_zero_job_counts
 from kubesim.controllers import jobs
 from kubesim.controllers.base import Controller, CreateBackoff, frees_resources
 

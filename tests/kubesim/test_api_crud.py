@@ -205,6 +205,16 @@ def test_pod_log(kubesim, core):
     assert core.read_namespaced_pod_log("p", "default", tail_lines=1) == "line two\n"
 
 
+def test_a_pods_log_goes_with_it(kubesim, core):
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x:1"}]}}
+    core.create_namespaced_pod("default", pod)
+    kubesim.store.append_log("default", "p", "the first pod's output\n")
+    core.delete_namespaced_pod("p", "default")
+
+    core.create_namespaced_pod("default", pod)
+    assert core.read_namespaced_pod_log("p", "default") == ""
+
+
 def test_dry_run_stores_nothing(batch):
     created = batch.create_namespaced_job("default", job_manifest(), dry_run="All")
     assert created.metadata.name == "train"

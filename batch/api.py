@@ -27,7 +27,6 @@ from batch.serializers import (
     WindowSerializer,
 )
 from cluster import clock
-from gpu_requests import inputs
 from gpu_requests.api import (
     ERROR_400,
     ERROR_403,
@@ -37,7 +36,7 @@ from gpu_requests.api import (
     ReviewersWrite,
 )
 from gpu_requests.serializers import AwareDateTimeField, ReasonSerializer
-from teams import access
+from teams import access, inputs
 from teams.models import Team
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)

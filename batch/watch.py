@@ -17,9 +17,8 @@ from django.utils.dateparse import parse_datetime
 from batch import actions, emails, jobs, launch, manifests
 from batch.models import BatchJob, WatchState
 from cluster import clock, kube
-from gpu_requests import inputs
 from gpu_requests.notices import Notice, absolute
-from teams import hooks
+from teams import hooks, inputs
 
 Status = BatchJob.Status
 Action = jobs.Action

@@ -16,8 +16,9 @@ from billing.metering import histogram_percentile, merge_histograms
 from billing.models import Budget, IngestedHour, TeamUsage, WorkloadUsage, mig_shape
 from billing.rates import RateCard
 from cluster.models import Flavor
-from gpu_requests import formats, inputs
+from gpu_requests import formats
 from gpu_requests.formats import with_article
+from teams import inputs
 from teams.models import Team
 from teams.namespaces import namespace_of
 

@@ -16,10 +16,11 @@ from django.utils import timezone
 
 from cluster.capacity import capacity_of
 from cluster.models import Flavor
-from gpu_requests import capacity, inputs, notices
-from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Comment, QuotaRequest, estimate_cost
-from teams import access, hooks
+from gpu_requests import capacity, notices
+from gpu_requests.models import AuditEvent, Comment, QuotaRequest, estimate_cost
+from teams import access, hooks, inputs
 from teams.errors import ActionError, IllegalTransition, NotAllowed
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import Membership, Team
 
 Status = QuotaRequest.Status

@@ -5,10 +5,10 @@ from django.core.exceptions import ValidationError
 
 from cluster import capacity
 from cluster.models import Flavor
-from gpu_requests import actions, inputs
+from gpu_requests import actions
 from gpu_requests.formats import money
 from gpu_requests.models import AuditEvent, QuotaRequest
-from teams import access, errors, hooks
+from teams import access, errors, hooks, inputs
 from teams.models import Membership, Team
 
 admin.site.site_header = "GPU portal administration"

@@ -9,8 +9,8 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from gpu_requests import inputs
 from gpu_requests.models import AuditEvent, Comment, QuotaRequest
+from teams import inputs
 from teams.models import Membership
 
 log = logging.getLogger(__name__)

@@ -3,8 +3,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from gpu_requests import formats
-from gpu_requests.models import MAX_TEXT_LENGTH
 from teams import access
+from teams.inputs import MAX_TEXT_LENGTH
 
 register = template.Library()
 

@@ -40,7 +40,7 @@ class Team(models.Model):
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Archived teams ask for and get no quota; set by `gpu_requests.actions.archive_team`.
+    # Archived teams ask for and get no quota; set by `teams.actions.archive_team`.
     archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

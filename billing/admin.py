@@ -7,8 +7,8 @@ from django.core.exceptions import ValidationError
 
 from billing import actions
 from billing.models import Budget, IngestedHour, Rate
-from gpu_requests.admin import SafeAutocompleteMixin
 from gpu_requests.formats import money
+from teams.admin import SafeAutocompleteMixin
 
 
 class RateForm(forms.ModelForm):

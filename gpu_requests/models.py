@@ -80,7 +80,6 @@ class QuotaRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        permissions = [("review_quotarequest", "Can review quota requests")]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gte=1), name="gpus_positive"),
             models.CheckConstraint(

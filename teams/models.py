@@ -46,6 +46,9 @@ class Team(models.Model):
     class Meta:
         db_table = "gpu_requests_team"
         ordering = ["name"]
+        # What makes a platform admin (teams.access.can_review): reviews GPU requests,
+        # sees and manages every team.
+        permissions = [("review_requests", "Can review GPU requests")]
 
     def __str__(self):
         return self.name

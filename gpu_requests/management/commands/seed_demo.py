@@ -9,7 +9,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
@@ -17,6 +16,7 @@ from django.utils import timezone
 from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
+from teams import access
 from teams.models import Membership, Team
 
 GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -127,7 +127,7 @@ class Command(BaseCommand):
                 },
             )
         users = {}
-        review = Permission.objects.get(codename="review_quotarequest")
+        review = access.review_permission()
         for username, first_name, staff, team_slug, role in USERS:
             user, created = get_user_model().objects.get_or_create(
                 username=username,

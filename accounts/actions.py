@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import PREFIX, PersonalToken, digest
-from gpu_requests import inputs
+from teams import inputs
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,11 @@ import re
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.contrib.auth.models import Permission
 from django.db import transaction
 from django.shortcuts import resolve_url
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from teams import hooks
+from teams import access, hooks
 from teams.models import Membership, Team
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ def apply_groups(user, groups):
         hooks.members_changed(team_id)
 
     admin = bool(set(groups) & set(settings.PORTAL_OIDC_ADMIN_GROUPS))
-    review = Permission.objects.get(codename="review_quotarequest")
+    review = access.review_permission()
     if admin:
         user.user_permissions.add(review)
     else:

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from batch import actions, occurrences, validation
 from batch.models import BatchJob, BatchJobEvent, BatchWindow, ImageRule, TeamShare
 from cluster.models import Flavor
-from gpu_requests import inputs
+from teams import inputs
 
 
 class WindowForm(forms.ModelForm):

@@ -27,9 +27,8 @@ from batch.serializers import (
     WindowSerializer,
 )
 from cluster import clock
-from gpu_requests import inputs
 from gpu_requests.serializers import ReasonSerializer
-from teams import access
+from teams import access, inputs
 from teams.api import APIViewSetMixin, ReviewersWrite
 from teams.models import Team
 from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409

@@ -10,7 +10,7 @@ from datetime import time
 from django.utils import timezone
 
 from batch import occurrences
-from gpu_requests import inputs
+from teams import inputs
 
 # Kubernetes' classic rule for environment variable names.
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")

@@ -17,8 +17,7 @@ from django.utils.dateparse import parse_datetime
 from batch import actions, emails, jobs, launch, manifests
 from batch.models import BatchJob, WatchState
 from cluster import clock, kube
-from gpu_requests import inputs
-from teams import hooks
+from teams import hooks, inputs
 from teams.notices import Notice, absolute
 
 Status = BatchJob.Status

@@ -121,11 +121,11 @@ def main():
 
     django.setup()
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Permission
     from rest_framework.authtoken.models import Token
 
     from cluster.models import Flavor
     from gpu_requests.models import AuditEvent, QuotaRequest
+    from teams import access
     from teams.models import Membership, Team
 
     say(f"seeding {args.teams} teams")
@@ -146,7 +146,7 @@ def main():
         for k, user in enumerate(users)
     )
     admin = User.objects.create_user("bench-admin", password="bench-admin-password", is_staff=True)
-    admin.user_permissions.add(Permission.objects.get(codename="review_quotarequest"))
+    admin.user_permissions.add(access.review_permission())
     tokens = {
         t.user_id: t.key
         for t in Token.objects.bulk_create(Token(user=u, key=Token.generate_key()) for u in users)

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from billing import actions
 from billing.models import Budget, IngestedHour, Rate
-from gpu_requests.admin import SafeAutocompleteMixin
+from teams.admin import SafeAutocompleteMixin
 from teams.formats import money
 
 

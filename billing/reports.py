@@ -16,8 +16,7 @@ from billing.metering import histogram_percentile, merge_histograms
 from billing.models import Budget, IngestedHour, TeamUsage, WorkloadUsage, mig_shape
 from billing.rates import RateCard
 from cluster.models import Flavor
-from gpu_requests import inputs
-from teams import formats
+from teams import formats, inputs
 from teams.formats import with_article
 from teams.models import Team
 from teams.namespaces import namespace_of

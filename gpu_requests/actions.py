@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from cluster.capacity import capacity_of
 from cluster.models import Flavor
-from gpu_requests import capacity, inputs, notices
-from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Comment, QuotaRequest, estimate_cost
+from gpu_requests import capacity, notices
+from gpu_requests.models import AuditEvent, Comment, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
-from teams.models import Membership, Team
+from teams.inputs import MAX_TEXT_LENGTH
 
 Status = QuotaRequest.Status
 Action = AuditEvent.Action
@@ -442,21 +442,11 @@ def _move_due(rows, *, action):
     return len(locked)
 
 
-@transaction.atomic
-def archive_team(team, *, by, reason="Team archived"):
-    """Revoke the team's reserved quota and take no more; its namespace and data stay."""
-    if not access.can_review(by):
-        raise NotAllowed("Only platform admins can archive teams.")
-    now = timezone.now()
-    if not Team.objects.filter(pk=team.pk, archived_at__isnull=True).update(archived_at=now):
-        raise IllegalTransition(f"{team.name} is already archived.")
-    team.archived_at = now
+def team_archived(team, *, by, reason):
+    """An archived team's reserved quota is revoked, each request with its own event
+    and notice (`teams.actions.archive_team`'s hook, in its transaction)."""
     for quota_request in QuotaRequest.objects.reserving().filter(team=team):
         revoke(quota_request, by=by, reason=reason)
-    AuditEvent.record(team_id=team.pk, action=Action.ARCHIVE, actor=by, reason=reason)
-    # Even with nothing to revoke, the team's cap on the cluster drops to zero.
-    hooks.quota_changed(team.pk)
-    return team
 
 
 # Comments
@@ -495,88 +485,3 @@ def comment(quota_request, *, by, body):
     )
     notices.commented(note)
     return note
-
-
-# Teams and their members
-
-
-@transaction.atomic
-def create_team(*, name, slug, by):
-    """A new team (its namespace is named after `slug`); the creator is not made a member."""
-    if not access.can_review(by):
-        raise NotAllowed("Only platform admins can create teams.")
-    if inputs.has_control_characters(name):
-        raise ValidationError(
-            {"name": ["A name is one line: no line breaks, tabs or other control characters."]}
-        )
-    team = Team(name=name, slug=slug)
-    team.full_clean()
-    team.save()
-    AuditEvent.record(team_id=team.pk, action=Action.TEAM_CREATE, actor=by, reason=name)
-    return team
-
-
-def _member_event(team, action, *, by, user, reason):
-    AuditEvent.record(team_id=team.pk, action=action, actor=by, subject=user, reason=reason)
-    # The team's RoleBinding names its members: the layer above re-syncs it.
-    hooks.members_changed(team.pk)
-
-
-def _require_manager(team, by):
-    if not access.can_manage(by, team):
-        raise NotAllowed(f"Only {team.name}'s managers and platform admins manage its members.")
-    if is_archived(team):
-        raise IllegalTransition(f"{team.name} is archived.")
-
-
-@transaction.atomic
-def add_member(team, user, *, role=Membership.Role.MEMBER, by):
-    _require_manager(team, by)
-    membership, created = Membership.objects.get_or_create(
-        team=team, user=user, defaults={"role": role}
-    )
-    if not created:
-        raise IllegalTransition(f"{user.username} is already in {team.name}.")
-    _member_event(
-        team, Action.MEMBER_ADD, by=by, user=user, reason=f"{user.username} as {role.label.lower()}"
-    )
-    return membership
-
-
-def _other_managers(team, user):
-    return team.memberships.filter(role=Membership.Role.MANAGER).exclude(user=user).exists()
-
-
-@transaction.atomic
-def remove_member(team, user, *, by):
-    _require_manager(team, by)
-    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
-    if membership is None:
-        raise IllegalTransition(f"{user.username} is not in {team.name}.")
-    if membership.role == Membership.Role.MANAGER and not _other_managers(team, user):
-        raise IllegalTransition(
-            f"{user.username} is {team.name}'s last manager; name another first."
-        )
-    membership.delete()
-    _member_event(team, Action.MEMBER_REMOVE, by=by, user=user, reason=user.username)
-
-
-@transaction.atomic
-def set_role(team, user, role, *, by):
-    _require_manager(team, by)
-    role = Membership.Role(role)
-    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
-    if membership is None:
-        raise IllegalTransition(f"{user.username} is not in {team.name}.")
-    if membership.role == role:
-        return membership
-    if membership.role == Membership.Role.MANAGER and not _other_managers(team, user):
-        raise IllegalTransition(
-            f"{user.username} is {team.name}'s last manager; name another first."
-        )
-    Membership.objects.filter(pk=membership.pk).update(role=role)
-    membership.role = role
-    _member_event(
-        team, Action.ROLE_CHANGE, by=by, user=user, reason=f"{user.username}: {role.label.lower()}"
-    )
-    return membership

@@ -9,8 +9,8 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from gpu_requests import inputs
 from gpu_requests.models import AuditEvent, Comment, QuotaRequest
+from teams import access, inputs
 from teams.models import Membership
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ def send(template, subject, recipients, context):
 
 
 def reviewer_emails():
-    perm = Q(user_permissions__codename="review_quotarequest") | Q(
-        groups__permissions__codename="review_quotarequest"
+    perm = Q(user_permissions__codename=access.REVIEW_PERMISSION) | Q(
+        groups__permissions__codename=access.REVIEW_PERMISSION
     )
     reviewers = get_user_model().objects.filter(is_active=True).exclude(email="")
     reviewers = reviewers.filter(perm | Q(is_superuser=True)).distinct()

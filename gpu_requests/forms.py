@@ -6,9 +6,10 @@ from django.utils import timezone
 from cluster.capacity import capacity_of
 from cluster.forms import FlavorChoiceField
 from cluster.models import Flavor
-from gpu_requests import actions, capacity, inputs, matching
-from gpu_requests.models import MAX_TEXT_LENGTH, QuotaRequest, estimate_cost
-from teams import access
+from gpu_requests import actions, capacity, matching
+from gpu_requests.models import QuotaRequest, estimate_cost
+from teams import access, inputs
+from teams.inputs import MAX_TEXT_LENGTH
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).
 DATETIME_LOCAL_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]

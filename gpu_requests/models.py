@@ -10,12 +10,8 @@ from django.db.models import F, Q
 from django.urls import reverse
 
 from cluster.models import Flavor
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import Team
-
-# The one limit on what people type: a request's justification and a
-# decision's reason, in the web form, the API and the admin alike. Longer text
-# is refused with a field error (never cut); pages show a counter against it.
-MAX_TEXT_LENGTH = 2000
 
 
 def estimate_cost(gpus, starts_at, ends_at, price_per_gpu_hour):
@@ -84,7 +80,6 @@ class QuotaRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
-        permissions = [("review_quotarequest", "Can review quota requests")]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gte=1), name="gpus_positive"),
             models.CheckConstraint(

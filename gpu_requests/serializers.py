@@ -5,8 +5,9 @@ the same answers."""
 from rest_framework import serializers
 
 from cluster.models import Flavor
-from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, QuotaRequest
+from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import SyncStatus, Team
 from teams.serializers import AwareDateTimeField, ErrorSerializer
 

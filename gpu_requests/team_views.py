@@ -20,9 +20,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from gpu_requests import actions, timezones
+from gpu_requests import timezones
 from gpu_requests.models import AuditEvent
-from teams import access, errors, hooks
+from teams import access, actions, errors, hooks
 from teams.models import Membership, Team, dns1123_label
 from teams.namespaces import namespace_of
 

@@ -23,11 +23,11 @@ from django.views.decorators.http import require_POST
 
 from cluster.capacity import capacity_of
 from cluster.models import Flavor
-from gpu_requests import actions, capacity, inputs, timeline
+from gpu_requests import actions, capacity, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, ReasonForm, flavor_offers
 from gpu_requests.models import AuditEvent, QuotaRequest
-from teams import access, errors, hooks
+from teams import access, errors, hooks, inputs
 
 Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)

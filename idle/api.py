@@ -15,12 +15,11 @@ from rest_framework.views import APIView
 
 from billing.reports import Month
 from cluster.models import Flavor
-from gpu_requests import inputs
-from gpu_requests.models import MAX_TEXT_LENGTH
 from idle import actions, showback
 from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
-from teams import access
+from teams import access, inputs
 from teams.api import Pagination
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 from teams.serializers import ErrorSerializer
 

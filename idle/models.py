@@ -12,7 +12,8 @@ from django.db import models
 from django.db.models import Q
 
 from cluster.models import Flavor
-from gpu_requests.models import MAX_TEXT_LENGTH, register_audit_actions
+from gpu_requests.models import register_audit_actions
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import Team
 
 # A week: past that a policy would never act within a billing month's notice.

@@ -10,11 +10,10 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from cluster import clock
-from gpu_requests import inputs
-from gpu_requests.models import MAX_TEXT_LENGTH
 from idle import actions, workloads
 from idle.models import IdleState, Mode
-from teams import access, errors
+from teams import access, errors, inputs
+from teams.inputs import MAX_TEXT_LENGTH
 
 
 def workload_panel(team, namespace, kind, name, user):

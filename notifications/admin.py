@@ -3,8 +3,8 @@ where the secret is shown once and each change is an audit event)."""
 
 from django.contrib import admin
 
-from gpu_requests.admin import ReadOnlyAdminMixin
 from notifications.models import Delivery
+from teams.admin import ReadOnlyAdminMixin
 
 
 @admin.register(Delivery)

@@ -26,8 +26,8 @@ import urllib3
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from gpu_requests import inputs
 from notifications.models import MAX_URL_LENGTH
+from teams import inputs
 
 SIGNATURE_VERSION = "v1"
 HTTPS_PLEASE = "Use https: the notices say who asked for what."

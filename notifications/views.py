@@ -16,10 +16,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from gpu_requests import inputs
 from notifications import actions
 from notifications.models import Delivery
-from teams import access, errors
+from teams import access, errors, inputs
 
 PAGE_SIZE = 25
 

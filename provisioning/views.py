@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from cluster import kube
 from cluster.models import Flavor, GpuNode, NamespaceQuota, shared_resource_names
-from gpu_requests import actions as quota_actions
 from gpu_requests import capacity
 from gpu_requests.forms import ReasonForm
 from gpu_requests.models import QuotaRequest
@@ -22,6 +21,7 @@ from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
 from teams import access, errors, hooks
+from teams import actions as team_actions
 from teams.models import SyncStatus, Team
 from teams.namespaces import namespace_of
 
@@ -80,7 +80,7 @@ def team_archive(request, slug):
     form = ReasonForm(request.POST or {"reason": "Team archived"})
     if request.method == "POST" and form.is_valid():
         try:
-            quota_actions.archive_team(
+            team_actions.archive_team(
                 team, by=request.user, reason=form.cleaned_data["reason"] or ""
             )
         except errors.ActionError as exc:

@@ -1,11 +1,21 @@
 """Who may do what: the access rules every feature asks, one function each."""
 
+from django.contrib.auth.models import Permission
+
 from teams.models import Membership, Team
+
+# What makes a platform admin, held directly or through a group (Team.Meta.permissions).
+REVIEW_PERMISSION = "review_requests"
+
+
+def review_permission():
+    """The Permission that makes a platform admin, to grant or take back (a query)."""
+    return Permission.objects.get(content_type__app_label="teams", codename=REVIEW_PERMISSION)
 
 
 def can_review(user):
     """A platform admin: reviews quota requests and sees every team."""
-    return user.is_active and user.has_perm("gpu_requests.review_quotarequest")
+    return user.is_active and user.has_perm(f"teams.{REVIEW_PERMISSION}")
 
 
 def can_see(user, team):

@@ -29,6 +29,9 @@ Events:
 - quota changed: the team's reserved quota changed (approved, activated,
   revoked, expired, or the team archived);
 - members changed: who belongs to the team changed (the Django admin);
+- team archived: `teams.actions.archive_team` asks the apps that hold something
+  of the team to give it up (gpu_requests revokes its reserved quota), in its
+  transaction, before it records the archiving;
 - notice: people are told something (a request submitted, decided or commented
   on): `gpu_requests.notices` sends the email after commit and hands the same
   `Notice` to each callback here, in the transaction (the webhooks record
@@ -47,6 +50,7 @@ and "Bring it back"), `on_spend_panel(provider)` one to a team's Spend page.
 _quota_changed = []
 _extra_quota = []
 _members_changed = []
+_team_archived = []
 _notice = []
 _notice_many = {}  # callback -> its set-based twin
 _team_panels = []
@@ -74,6 +78,17 @@ def on_quota_changed(callback, *, many=None):
 def on_members_changed(callback):
     """Call `callback(team_id)` in the transaction of every change of a team's members."""
     return _register(_members_changed, callback)
+
+
+def on_team_archived(callback):
+    """Call `callback(team, by=user, reason=text)` in the transaction that archives
+    `team`, before the archiving's own audit event."""
+    return _register(_team_archived, callback)
+
+
+def team_archived(team, *, by, reason):
+    for callback in _team_archived:
+        callback(team, by=by, reason=reason)
 
 
 def quota_changed(team_id):

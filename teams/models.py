@@ -40,12 +40,15 @@ class Team(models.Model):
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Archived teams ask for and get no quota; set by `gpu_requests.actions.archive_team`.
+    # Archived teams ask for and get no quota; set by `teams.actions.archive_team`.
     archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "gpu_requests_team"
         ordering = ["name"]
+        # What makes a platform admin (teams.access.can_review): reviews GPU requests,
+        # sees and manages every team.
+        permissions = [("review_requests", "Can review GPU requests")]
 
     def __str__(self):
         return self.name

@@ -6,12 +6,12 @@ from decimal import Decimal
 
 import factory
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
+from teams import access
 from teams.models import Membership, Team
 
 
@@ -54,7 +54,7 @@ class FlavorFactory(factory.django.DjangoModelFactory):
 
 def make_reviewer(username="admin"):
     user = UserFactory(username=username, is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="review_quotarequest"))
+    user.user_permissions.add(access.review_permission())
     return get_user_model().objects.get(pk=user.pk)  # drop the permission cache
 
 

@@ -5,6 +5,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpu_requests import actions
+from teams import actions as team_actions
 from teams import hooks
 from tests.factories import submit
 
@@ -38,7 +39,7 @@ def test_a_rejection_reserves_nothing_and_calls_nobody(heard, alice, vision, h10
 
 
 def test_archiving_calls_them_even_with_nothing_to_revoke(heard, vision, admin_user):
-    actions.archive_team(vision, by=admin_user)
+    team_actions.archive_team(vision, by=admin_user)
     assert heard == [(vision.pk, True)]
 
 

@@ -2,8 +2,8 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
-from gpu_requests.models import MAX_TEXT_LENGTH
 from teams import access, formats
+from teams.inputs import MAX_TEXT_LENGTH
 
 register = template.Library()
 

@@ -4,9 +4,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from gpu_requests import actions as quota_actions
 from provisioning import actions
 from provisioning.models import TeamSync
+from teams import actions as team_actions
 from tests.api.conftest import client_for
 from tests.factories import TeamFactory
 
@@ -117,7 +117,7 @@ def test_it_shows_a_failing_sync_with_the_servers_error(alice, vision):
 
 
 def test_it_shows_an_archived_team(admin_user, vision):
-    quota_actions.archive_team(vision, by=admin_user)
+    team_actions.archive_team(vision, by=admin_user)
     response = client_for(admin_user).get("/api/v1/teams/")
     syncs = {team["slug"]: team["sync"] for team in response.json()["results"]}
     assert syncs["vision"]["archived"] is True

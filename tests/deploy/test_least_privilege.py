@@ -34,6 +34,7 @@ from idle import workloads as idle_workloads
 from kubesim.apiserver.auth import Attributes, rule_allows
 from provisioning import actions
 from provisioning.models import TeamSync
+from teams import actions as team_actions
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
 from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
@@ -183,7 +184,7 @@ def portal_life(setup, flavors, backend, capture):
         outsider.close()
 
     def archive():
-        quota_actions.archive_team(team, by=admin)
+        team_actions.archive_team(team, by=admin)
         actions.sync_team(team.pk)
         actions.delete_namespace(team, by=admin)
 

@@ -8,8 +8,9 @@ user to the default page after the action has been done; Unicode digits
 import pytest
 from django.urls import reverse
 
-from gpu_requests import actions, inputs
+from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
+from teams import inputs
 from tests.factories import submit
 
 

@@ -34,6 +34,7 @@ from billing import actions as billing_actions
 from gpu_requests import actions
 from idle.models import IdleState
 from notifications import actions as hook_actions
+from teams import actions as team_actions
 from tests.billing.ledger import meter, workload
 from tests.factories import TeamFactory, UserFactory, next_week, submit
 
@@ -416,7 +417,7 @@ def world(admin_user, alice, carol, bob, charlie, vision, nlp, h100, a100, setti
     hook_actions.deliver(hook_actions.send_test(None, by=admin_user).pk)
     token_actions.create_token(alice, name="laptop", days=30)
     token_actions.create_token(admin_user, name="ci", days=30)
-    actions.archive_team(TeamFactory(slug="old", name="Old"), by=admin_user)
+    team_actions.archive_team(TeamFactory(slug="old", name="Old"), by=admin_user)
     return pending
 
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 from gpu_requests import actions
 from gpu_requests.models import AuditEvent, QuotaRequest
 from gpu_requests.tasks import advance_lifecycle
+from teams import actions as team_actions
 from teams import errors
 from teams.models import Team
 from tests.factories import submit
@@ -243,7 +244,7 @@ def test_rejecting_or_cancelling_leaves_the_cluster_alone(
 
 def test_an_archived_team_asks_for_and_gets_no_more_quota(alice, vision, h100, admin_user):
     pending = submit(vision, h100, alice)
-    actions.archive_team(vision, by=admin_user)
+    team_actions.archive_team(vision, by=admin_user)
     with pytest.raises(errors.IllegalTransition, match="Vision is archived"):
         actions.approve(QuotaRequest.objects.get(pk=pending.pk), by=admin_user)
     with pytest.raises(ValidationError) as excinfo:

@@ -7,7 +7,8 @@ from django.core.exceptions import ValidationError
 
 from accounts import actions as token_actions
 from batch import validation
-from gpu_requests import actions, emails
+from gpu_requests import emails
+from teams import actions as team_actions
 
 BAD = ["a\r\nBcc: all@example.com", "a\nb", "tab\there", "nul\x00", "esc\x1b[31m"]
 
@@ -15,7 +16,7 @@ BAD = ["a\r\nBcc: all@example.com", "a\nb", "tab\there", "nul\x00", "esc\x1b[31m
 @pytest.mark.parametrize("name", BAD)
 def test_a_team_name_with_control_characters_is_refused(admin_user, name):
     with pytest.raises(ValidationError) as refused:
-        actions.create_team(name=name, slug="newteam", by=admin_user)
+        team_actions.create_team(name=name, slug="newteam", by=admin_user)
     assert "one line" in str(refused.value)
 
 

@@ -149,7 +149,7 @@ def test_the_admin_page_sets_the_admins_hook_and_logs_every_delivery(
 def test_an_archived_teams_hook_is_shown_but_not_changed(
     login, admin_user, carol, vision, team_hook, receiver
 ):
-    from gpu_requests.actions import archive_team
+    from teams.actions import archive_team
 
     archive_team(vision, by=admin_user)
     client = login(carol)

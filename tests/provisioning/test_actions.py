@@ -12,6 +12,7 @@ from gpu_requests import actions as quota_actions
 from gpu_requests.models import AuditEvent, QuotaRequest
 from provisioning import actions, manifests
 from provisioning.models import TeamSync
+from teams import actions as team_actions
 from teams import errors
 from teams.models import Membership
 from teams.namespaces import namespace_of
@@ -174,7 +175,7 @@ def test_rbac_subjects_follow_membership_in_users_mode(vision_quota, alice, sett
 def test_archiving_revokes_and_caps_at_zero_but_keeps_the_namespace(
     vision_quota, admin_user, cluster
 ):
-    quota_actions.archive_team(vision_quota, by=admin_user)
+    team_actions.archive_team(vision_quota, by=admin_user)
     actions.sync_team(vision_quota.pk)
     hard = cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"]
     assert set(hard.values()) == {"0"}
@@ -186,7 +187,7 @@ def test_archiving_revokes_and_caps_at_zero_but_keeps_the_namespace(
 def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_user, cluster):
     with pytest.raises(errors.IllegalTransition, match="Archive the team"):
         actions.delete_namespace(vision_quota, by=admin_user)
-    quota_actions.archive_team(vision_quota, by=admin_user)
+    team_actions.archive_team(vision_quota, by=admin_user)
     actions.sync_team(vision_quota.pk)
 
     assert actions.delete_namespace(vision_quota, by=admin_user) == "vision"
@@ -200,7 +201,7 @@ def test_only_an_archived_teams_namespace_can_be_deleted(vision_quota, admin_use
 
 def test_members_cannot_archive(vision, alice):
     with pytest.raises(errors.NotAllowed):
-        quota_actions.archive_team(vision, by=alice)
+        team_actions.archive_team(vision, by=alice)
 
 
 def test_empty_maps_and_lists_match_what_the_server_leaves_out():

@@ -11,6 +11,7 @@ from gpu_requests import actions, views
 from gpu_requests.models import AuditEvent
 from provisioning import actions as provisioning_actions
 from provisioning.models import TeamSync
+from teams import actions as team_actions
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, next_week, submit
 
 URL = reverse("dashboard")
@@ -172,7 +173,7 @@ def test_it_shows_a_failing_sync_with_the_servers_error_and_when(login, alice, v
 
 
 def test_it_shows_an_archived_team(login, alice, admin_user, vision):
-    actions.archive_team(vision, by=admin_user)
+    team_actions.archive_team(vision, by=admin_user)
     response = login(alice).get(URL)
     assert response.status_code == 200  # the archive event has no request to link to
     assert "Archived" in response.content.decode()

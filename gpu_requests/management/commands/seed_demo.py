@@ -9,7 +9,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
@@ -18,6 +17,7 @@ from cluster.inventory import GPU_TAINT
 from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.models import QuotaRequest
+from teams import access
 from teams.models import Membership, Team
 
 # Node selectors match the GPU Operator labels of kubesim's demo cluster.
@@ -126,7 +126,7 @@ class Command(BaseCommand):
                 },
             )
         users = {}
-        review = Permission.objects.get(codename="review_quotarequest")
+        review = access.review_permission()
         for username, first_name, staff, team_slug, role in USERS:
             user, created = get_user_model().objects.get_or_create(
                 username=username,

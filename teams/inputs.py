@@ -11,6 +11,11 @@ are followed.
 
 from django.utils.http import url_has_allowed_host_and_scheme
 
+# The one limit on what people type: a justification, a decision's or an
+# exemption's reason, in the web form, the API and the admin alike. Longer text
+# is refused with a field error (never cut); pages show a counter against it.
+MAX_TEXT_LENGTH = 2000
+
 # Past any id or count we keep, and within PostgreSQL's bigint.
 MAX_WHOLE_NUMBER = 10**15
 

@@ -1,0 +1,119 @@
+"""Every change of a team or its members goes through one of these functions.
+
+Each is atomic, checks who may make it (`teams.access`), writes one audit event
+and tells the apps above through `teams.hooks`: a change of members re-syncs
+the team's RoleBinding, an archived team's quota is revoked by the app that
+holds it. Views, the API and the Django admin call these.
+"""
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+# AuditEvent is still gpu_requests' here (an import against the layers, until it
+# moves down to teams).
+from gpu_requests.models import AuditEvent
+from teams import access, hooks, inputs
+from teams.errors import IllegalTransition, NotAllowed
+from teams.models import Membership, Team
+
+Action = AuditEvent.Action
+
+
+@transaction.atomic
+def create_team(*, name, slug, by):
+    """A new team (its namespace is named after `slug`); the creator is not made a member."""
+    if not access.can_review(by):
+        raise NotAllowed("Only platform admins can create teams.")
+    if inputs.has_control_characters(name):
+        raise ValidationError(
+            {"name": ["A name is one line: no line breaks, tabs or other control characters."]}
+        )
+    team = Team(name=name, slug=slug)
+    team.full_clean()
+    team.save()
+    AuditEvent.record(team_id=team.pk, action=Action.TEAM_CREATE, actor=by, reason=name)
+    return team
+
+
+@transaction.atomic
+def archive_team(team, *, by, reason="Team archived"):
+    """Take no more quota and give up what the team holds (the apps above revoke it
+    through `hooks.on_team_archived`); its namespace and data stay."""
+    if not access.can_review(by):
+        raise NotAllowed("Only platform admins can archive teams.")
+    now = timezone.now()
+    if not Team.objects.filter(pk=team.pk, archived_at__isnull=True).update(archived_at=now):
+        raise IllegalTransition(f"{team.name} is already archived.")
+    team.archived_at = now
+    hooks.team_archived(team, by=by, reason=reason)
+    AuditEvent.record(team_id=team.pk, action=Action.ARCHIVE, actor=by, reason=reason)
+    # Even with nothing to revoke, the team's cap on the cluster drops to zero.
+    hooks.quota_changed(team.pk)
+    return team
+
+
+def _member_event(team, action, *, by, user, reason):
+    AuditEvent.record(team_id=team.pk, action=action, actor=by, subject=user, reason=reason)
+    # The team's RoleBinding names its members: the layer above re-syncs it.
+    hooks.members_changed(team.pk)
+
+
+def _require_manager(team, by):
+    if not access.can_manage(by, team):
+        raise NotAllowed(f"Only {team.name}'s managers and platform admins manage its members.")
+    if team.is_archived:
+        raise IllegalTransition(f"{team.name} is archived.")
+
+
+@transaction.atomic
+def add_member(team, user, *, role=Membership.Role.MEMBER, by):
+    _require_manager(team, by)
+    membership, created = Membership.objects.get_or_create(
+        team=team, user=user, defaults={"role": role}
+    )
+    if not created:
+        raise IllegalTransition(f"{user.username} is already in {team.name}.")
+    _member_event(
+        team, Action.MEMBER_ADD, by=by, user=user, reason=f"{user.username} as {role.label.lower()}"
+    )
+    return membership
+
+
+def _other_managers(team, user):
+    return team.memberships.filter(role=Membership.Role.MANAGER).exclude(user=user).exists()
+
+
+@transaction.atomic
+def remove_member(team, user, *, by):
+    _require_manager(team, by)
+    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    if membership is None:
+        raise IllegalTransition(f"{user.username} is not in {team.name}.")
+    if membership.role == Membership.Role.MANAGER and not _other_managers(team, user):
+        raise IllegalTransition(
+            f"{user.username} is {team.name}'s last manager; name another first."
+        )
+    membership.delete()
+    _member_event(team, Action.MEMBER_REMOVE, by=by, user=user, reason=user.username)
+
+
+@transaction.atomic
+def set_role(team, user, role, *, by):
+    _require_manager(team, by)
+    role = Membership.Role(role)
+    membership = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    if membership is None:
+        raise IllegalTransition(f"{user.username} is not in {team.name}.")
+    if membership.role == role:
+        return membership
+    if membership.role == Membership.Role.MANAGER and not _other_managers(team, user):
+        raise IllegalTransition(
+            f"{user.username} is {team.name}'s last manager; name another first."
+        )
+    Membership.objects.filter(pk=membership.pk).update(role=role)
+    membership.role = role
+    _member_event(
+        team, Action.ROLE_CHANGE, by=by, user=user, reason=f"{user.username}: {role.label.lower()}"
+    )
+    return membership

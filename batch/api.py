@@ -27,12 +27,11 @@ from batch.serializers import (
     WindowSerializer,
 )
 from cluster import clock
-from gpu_requests.serializers import ReasonSerializer
 from teams import access, inputs
 from teams.api import APIViewSetMixin, ReviewersWrite
 from teams.models import Team
 from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409
-from teams.serializers import AwareDateTimeField
+from teams.serializers import AwareDateTimeField, ReasonSerializer
 
 MAX_OCCURRENCE_RANGE = timedelta(days=92)
 

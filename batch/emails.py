@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from batch import occurrences
 from batch.models import BatchJob
-from gpu_requests.emails import send
+from teams.emails import send
 
 Status = BatchJob.Status
 

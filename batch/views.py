@@ -19,8 +19,8 @@ from batch.forms import BatchJobForm
 from batch.launch import job_namespace
 from batch.models import BatchJob, BatchWindow
 from cluster import clock
-from gpu_requests.forms import ReasonForm
 from teams import access, errors, formats, inputs
+from teams.forms import ReasonForm
 
 
 def _get_job_for_user(user, pk):

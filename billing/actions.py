@@ -31,9 +31,9 @@ from billing.models import (
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from cluster.models import DraAllocation, Flavor
-from gpu_requests.emails import one_line
 from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors
+from teams.emails import one_line
 from teams.models import Team
 from teams.namespaces import namespace_of
 

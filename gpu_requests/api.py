@@ -28,13 +28,13 @@ from gpu_requests.serializers import (
     QuotaRequestCreateSerializer,
     QuotaRequestDetailSerializer,
     QuotaRequestSerializer,
-    ReasonSerializer,
     TeamSerializer,
 )
 from teams import access
 from teams.api import APIViewSetMixin
 from teams.models import Team
 from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409
+from teams.serializers import ReasonSerializer
 
 Status = QuotaRequest.Status
 # A request's history as the detail shows it, oldest first, with who acted.

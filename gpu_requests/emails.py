@@ -1,49 +1,13 @@
 """Emails about quota requests, sent after the change that causes them commits."""
 
-import logging
-
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db.models import Q
-from django.template.loader import render_to_string
 from django.urls import reverse
 
 from gpu_requests.models import AuditEvent, Comment, QuotaRequest
-from teams import access, inputs
+from teams import access
+from teams.emails import send
 from teams.models import Membership
-
-log = logging.getLogger(__name__)
-
-
-def one_line(text):
-    """`text` with its control characters (line breaks above all) made spaces: a
-    header with a line break raises BadHeaderError, and names come from users."""
-    return "".join(" " if inputs.has_control_characters(c) else c for c in text)
-
-
-def send(template, subject, recipients, context):
-    """One email, text and HTML from `emails/<template>.txt|html`, to `recipients`.
-
-    Mail goes out after the change commits, often one of several in a loop (one per
-    submitter of an opening): a failure is logged and this returns False, so one bad
-    email never stops the others.
-    """
-    if not recipients:
-        return True
-    context = {**context, "base_url": settings.PORTAL_BASE_URL}
-    try:
-        send_mail(
-            one_line(subject),
-            render_to_string(f"emails/{template}.txt", context),
-            settings.DEFAULT_FROM_EMAIL,
-            recipients,
-            html_message=render_to_string(f"emails/{template}.html", context),
-        )
-    except Exception:
-        log.exception("The %s email to %s was not sent", template, ", ".join(recipients))
-        return False
-    return True
 
 
 def reviewer_emails():

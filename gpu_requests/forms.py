@@ -253,11 +253,3 @@ def counted(field, counter_id):
     `maxlength` silently drops what is typed or pasted past the limit."""
     field.widget.attrs.pop("maxlength", None)
     field.widget.attrs |= {"data-limit": MAX_TEXT_LENGTH, "data-counter": counter_id}
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(
-        required=False,
-        max_length=MAX_TEXT_LENGTH,
-        error_messages={"max_length": f"Keep the reason to {MAX_TEXT_LENGTH:,} characters."},
-    )

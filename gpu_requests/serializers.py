@@ -128,16 +128,6 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
         return flavor
 
 
-class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(
-        max_length=MAX_TEXT_LENGTH,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="Kept in the request's history and, for decisions, emailed to the requester.",
-    )
-
-
 class AuditEventSerializer(serializers.ModelSerializer):
     actor = serializers.SlugRelatedField(
         slug_field="username",

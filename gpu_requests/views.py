@@ -25,9 +25,10 @@ from cluster.capacity import capacity_of
 from cluster.models import Flavor
 from gpu_requests import actions, capacity, timeline
 from gpu_requests.filters import RequestFilter
-from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, ReasonForm, flavor_offers
+from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, flavor_offers
 from gpu_requests.models import AuditEvent, QuotaRequest
 from teams import access, errors, hooks, inputs
+from teams.forms import ReasonForm
 
 Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)

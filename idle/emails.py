@@ -3,7 +3,7 @@ sent after the evaluation's transaction commits."""
 
 from django.contrib.auth import get_user_model
 
-from gpu_requests.emails import send
+from teams.emails import send
 
 
 def send_notice(team_id, title, url, facts, recipients=None):

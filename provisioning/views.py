@@ -15,13 +15,13 @@ from django.utils import timezone
 from cluster import kube
 from cluster.models import Flavor, GpuNode, NamespaceQuota, shared_resource_names
 from gpu_requests import capacity
-from gpu_requests.forms import ReasonForm
 from gpu_requests.models import QuotaRequest
 from provisioning import actions, manifests
 from provisioning.desired import desired_state
 from provisioning.models import TeamSync
 from teams import access, errors, hooks
 from teams import actions as team_actions
+from teams.forms import ReasonForm
 from teams.models import SyncStatus, Team
 from teams.namespaces import namespace_of
 

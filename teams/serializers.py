@@ -1,8 +1,10 @@
-"""What every app's API reads and writes alike: the error body and a timestamp
-that must say its zone."""
+"""What every app's API reads and writes alike: the error body, a timestamp
+that must say its zone, and the reason given for a change."""
 
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
+
+from teams.inputs import MAX_TEXT_LENGTH
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -29,3 +31,13 @@ class AwareDateTimeField(serializers.DateTimeField):
             if parsed is not None and parsed.tzinfo is None:
                 self.fail("naive")
         return super().to_internal_value(value)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=MAX_TEXT_LENGTH,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Kept in the request's history and, for decisions, emailed to the requester.",
+    )

@@ -7,8 +7,8 @@ from django.core.exceptions import ValidationError
 
 from accounts import actions as token_actions
 from batch import validation
-from gpu_requests import emails
 from teams import actions as team_actions
+from teams import emails
 
 BAD = ["a\r\nBcc: all@example.com", "a\nb", "tab\there", "nul\x00", "esc\x1b[31m"]
 

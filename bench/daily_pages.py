@@ -143,7 +143,7 @@ def populate(size, seed=12):
         events.append(
             AuditEvent(
                 team_id=req.team_id,
-                quota_request=req,
+                subject=req,
                 actor=req.requested_by,
                 action="submit",
                 to_status="pending",
@@ -154,7 +154,7 @@ def populate(size, seed=12):
             events.append(
                 AuditEvent(
                     team_id=req.team_id,
-                    quota_request=req,
+                    subject=req,
                     actor=reviewer,
                     action=action,
                     from_status="pending",

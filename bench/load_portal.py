@@ -122,6 +122,7 @@ def main():
     django.setup()
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.models import ContentType
     from rest_framework.authtoken.models import Token
 
     from cluster.models import Flavor
@@ -295,9 +296,10 @@ def main():
     if not set(approved) <= in_db:
         lost_or_doubled.append("an approval answered 200 is missing")
     per_request = Counter(
-        AuditEvent.objects.filter(action__in=["submit", "approve"]).values_list(
-            "quota_request_id", "action"
-        )
+        AuditEvent.objects.filter(
+            subject_type=ContentType.objects.get_for_model(QuotaRequest),
+            action__in=["submit", "approve"],
+        ).values_list("subject_id", "action")
     )
     if any(n > 1 for n in per_request.values()):
         lost_or_doubled.append("an audit event is doubled")

@@ -427,10 +427,12 @@ def _move_due(rows, *, action):
     QuotaRequest.objects.filter(pk__in=[pk for pk, _, _ in locked]).update(
         status=to, updated_at=timezone.now()
     )
+    request_type = ContentType.objects.get_for_model(QuotaRequest)  # cached after the first
     AuditEvent.objects.bulk_create(
         AuditEvent(
             team_id=team_id,
-            quota_request_id=pk,
+            subject_type=request_type,
+            subject_id=str(pk),
             action=action,
             from_status=from_status,
             to_status=to,

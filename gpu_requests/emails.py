@@ -72,7 +72,7 @@ def send_decision(event_id):
     """Tell the requester about one decision (approve, reject, revoke)."""
     decision = AuditEvent.objects.select_related("actor").get(pk=event_id)
     quota_request = QuotaRequest.objects.select_related("team", "flavor", "requested_by").get(
-        pk=decision.quota_request_id
+        pk=decision.subject_id
     )
     requester = quota_request.requested_by
     send(

@@ -2,10 +2,10 @@ from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.fields import GenericForeignKey, GenericRelation
 from django.contrib.contenttypes.models import ContentType
 from django.core.validators import MaxLengthValidator, MinValueValidator
-from django.db import models
+from django.db import DEFAULT_DB_ALIAS, models
 from django.db.models import F, Q
 from django.urls import reverse
 
@@ -37,6 +37,29 @@ class QuotaRequestQuerySet(models.QuerySet):
         if ends_at is not None:
             overlap &= Q(starts_at__lt=ends_at)
         return self.filter(overlap)
+
+
+class AuditHistory(GenericRelation):
+    """An object's audit events (those whose `subject` it is) as a relation:
+    `obj.events`, prefetchable. Like a PROTECT foreign key, it keeps the object
+    while it has history: deleting it raises ProtectedError (a plain
+    GenericRelation would delete the events with it)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            "AuditEvent", content_type_field="subject_type", object_id_field="subject_id", **kwargs
+        )
+
+    def bulk_related_objects(self, objs, using=DEFAULT_DB_ALIAS):
+        # The deletion's collector asks for the rows to delete with `objs`: a query.
+        events = super().bulk_related_objects(objs, using)
+        if events.exists():
+            raise models.ProtectedError(
+                f"Cannot delete some instances of model {objs[0].__class__.__name__!r} "
+                "because they have audit events (the history outlives nothing).",
+                list(events),
+            )
+        return events.none()
 
 
 class FollowKind(models.TextChoices):
@@ -79,6 +102,8 @@ class QuotaRequest(models.Model):
     follow_kind = models.CharField(max_length=16, choices=FollowKind.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Its audit events, oldest first; a request with any is never deleted.
+    events = AuditHistory()
 
     objects = QuotaRequestQuerySet.as_manager()
 
@@ -145,10 +170,10 @@ def register_audit_actions(choices):
 class AuditEvent(models.Model):
     """Append-only history: who changed what, when, from which status to which.
 
-    Every event belongs to a team. Its subject is a quota request
-    (`quota_request`, kept with PROTECT so the history outlives nothing), any
-    other object (`subject`, generic: a batch job, a namespace), or none (a
-    team-level event such as an archive).
+    Every event belongs to a team. Its subject is any object (`subject`,
+    generic: a quota request, a flavor, a webhook), or none (a team-level event
+    such as an archive). A model that lists its events as an `AuditHistory`
+    (`QuotaRequest.events`) cannot be deleted while it has any.
     """
 
     class Action(models.TextChoices):
@@ -175,13 +200,6 @@ class AuditEvent(models.Model):
     team = models.ForeignKey(
         Team, on_delete=models.CASCADE, related_name="audit_events", null=True, blank=True
     )
-    quota_request = models.ForeignKey(
-        QuotaRequest,
-        on_delete=models.PROTECT,
-        related_name="events",
-        null=True,
-        blank=True,
-    )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
@@ -202,13 +220,15 @@ class AuditEvent(models.Model):
             models.Index(fields=["subject_type", "subject_id"]),
             # A team's recent events (dashboard, team history), newest first.
             models.Index(F("team"), F("created_at").desc(), name="audit_team_newest"),
-            # A team's latest decisions by people (the dashboard): read a few a team.
+            # A team's latest decisions by people about one kind of subject (the
+            # dashboard: quota requests'): read a few a team.
             models.Index(
                 F("team"),
+                F("subject_type"),
                 F("created_at").desc(),
                 F("id").desc(),
                 name="audit_team_decisions",
-                condition=Q(quota_request__isnull=False, actor__isnull=False) & ~Q(action="submit"),
+                condition=Q(actor__isnull=False) & ~Q(action="submit"),
             ),
         ]
 
@@ -223,10 +243,8 @@ class AuditEvent(models.Model):
 
     @classmethod
     def record(cls, *, team_id, action, subject=None, actor=None, reason="", **statuses):
-        """Append one event; `subject` is any saved model instance (or a quota request)."""
-        if isinstance(subject, QuotaRequest):
-            statuses["quota_request"] = subject
-        elif subject is not None:
+        """Append one event; `subject` is any saved model instance, or None."""
+        if subject is not None:  # (None would set subject_id to NULL, not "")
             statuses["subject"] = subject
         return cls.objects.create(
             team_id=team_id, action=action, actor=actor, reason=reason, **statuses

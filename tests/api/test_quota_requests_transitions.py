@@ -94,7 +94,7 @@ def test_it_decides_a_pending_request(request, pending, action, actor, status):
     assert response.status_code == 200
     assert response.json()["status"] == status
     assert status_of(pending) == status
-    event = AuditEvent.objects.filter(quota_request=pending).last()
+    event = pending.events.last()
     assert (event.action, event.actor, event.reason) == (action, user, "Because")
 
 

@@ -91,7 +91,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
         created = AuditEvent.objects.get(action="team_create")
         assert (created.subject_type.app_label, created.subject_type.model) == ("teams", "team")
         assert created.subject == vision
-        assert AuditEvent.objects.get(action="submit").quota_request.team == vision
+        assert AuditEvent.objects.get(action="submit").subject.team == vision
         assert alice.has_perm("teams.change_team")
         assert set(
             ContentType.objects.filter(model__in=["team", "membership"]).values_list(

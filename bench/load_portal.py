@@ -126,8 +126,8 @@ def main():
     from rest_framework.authtoken.models import Token
 
     from cluster.models import Flavor
-    from gpu_requests.models import AuditEvent, QuotaRequest
-    from teams.models import Membership, Team
+    from gpu_requests.models import QuotaRequest
+    from teams.models import AuditEvent, Membership, Team
 
     say(f"seeding {args.teams} teams")
     User = get_user_model()

@@ -32,9 +32,9 @@ from billing.models import (
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from cluster.models import DraAllocation, Flavor
 from gpu_requests.emails import one_line
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ from django.utils import timezone
 from cluster.capacity import capacity_of
 from cluster.models import Flavor
 from gpu_requests import capacity, inputs, notices
-from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, Comment, QuotaRequest, estimate_cost
+from gpu_requests.models import MAX_TEXT_LENGTH, Comment, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
-from teams.models import Membership, Team
+from teams.models import AuditEvent, Membership, Team
 
 Status = QuotaRequest.Status
 Action = AuditEvent.Action

@@ -9,9 +9,9 @@ from cluster import capacity
 from cluster.models import Flavor
 from gpu_requests import actions, inputs
 from gpu_requests.formats import money
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors, hooks
-from teams.models import Membership, Team
+from teams.models import AuditEvent, Membership, Team
 
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"

@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.filters import PARAMETERS, SORTS, RequestFilter
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from gpu_requests.serializers import (
     CapacityErrorSerializer,
     FlavorSerializer,
@@ -33,7 +33,7 @@ from gpu_requests.serializers import (
 )
 from teams import access
 from teams.api import ErrorSerializer, Pagination
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from teams.schema import ERRORS
 
 Status = QuotaRequest.Status

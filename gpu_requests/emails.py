@@ -10,8 +10,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from gpu_requests import inputs
-from gpu_requests.models import AuditEvent, Comment, QuotaRequest
-from teams.models import Membership
+from gpu_requests.models import Comment, QuotaRequest
+from teams.models import AuditEvent, Membership
 
 log = logging.getLogger(__name__)
 

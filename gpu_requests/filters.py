@@ -13,7 +13,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import CharField, Exists, F, OuterRef, Q
 from django.db.models.functions import Cast
 
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
 

@@ -6,10 +6,10 @@ from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from cluster.models import Flavor
-from gpu_requests.models import MAX_TEXT_LENGTH, AuditEvent, QuotaRequest
+from gpu_requests.models import MAX_TEXT_LENGTH, QuotaRequest
 from teams import access
 from teams.api import ErrorSerializer
-from teams.models import SyncStatus, Team
+from teams.models import AuditEvent, SyncStatus, Team
 
 
 class TeamSyncSerializer(serializers.Serializer):

@@ -22,9 +22,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from gpu_requests import actions, timezones
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors, hooks
-from teams.models import Membership, Team, dns1123_label
+from teams.models import AuditEvent, Membership, Team, dns1123_label
 from teams.namespaces import namespace_of
 
 HISTORY_PAGE_SIZE = 25

@@ -28,8 +28,9 @@ from cluster.models import Flavor
 from gpu_requests import actions, capacity, inputs, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, ReasonForm, flavor_offers
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors, hooks
+from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)

@@ -16,7 +16,6 @@ from billing.rates import RateCard
 from cluster import clock, kube
 from cluster.models import Flavor
 from gpu_requests.formats import gpu_hours, money
-from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from idle import emails, evaluation, workloads
 from idle.models import (
@@ -30,7 +29,7 @@ from idle.models import (
     effective,
 )
 from teams import access, errors, hooks
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from teams.namespaces import namespace_of
 
 FIELDS = ("idle_minutes", "grace_minutes", "mode", "enabled")

@@ -22,11 +22,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster.outbox import Outbox
-from gpu_requests.models import AuditEvent
 from gpu_requests.notices import Notice, absolute
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
 from teams import access, errors
+from teams.models import AuditEvent
 
 log = logging.getLogger(__name__)
 

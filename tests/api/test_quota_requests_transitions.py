@@ -5,7 +5,8 @@ import time_machine
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.api.conftest import client_for
 from tests.factories import UserFactory, add_member, next_week, submit
 

@@ -11,7 +11,8 @@ from django.contrib.contenttypes.models import ContentType
 
 from batch.models import BatchJob
 from cluster.models import Flavor, FlavorCapacity
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

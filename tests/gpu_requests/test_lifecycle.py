@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from gpu_requests.tasks import advance_lifecycle
 from teams import errors
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from tests.factories import submit
 
 Status = QuotaRequest.Status

@@ -11,9 +11,9 @@ from django.contrib.contenttypes.models import ContentType
 
 from batch.models import BatchJob
 from billing.models import Budget
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from provisioning.models import TeamSync
-from teams.models import Membership, Team
+from teams.models import AuditEvent, Membership, Team
 from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

@@ -4,7 +4,8 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent, Comment
+from gpu_requests.models import Comment
+from teams.models import AuditEvent
 
 
 def post(client, req, body):

@@ -8,9 +8,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpu_requests import actions, views
-from gpu_requests.models import AuditEvent
 from provisioning import actions as provisioning_actions
 from provisioning.models import TeamSync
+from teams.models import AuditEvent
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, next_week, submit
 
 URL = reverse("dashboard")

@@ -66,11 +66,11 @@ PENDING_SHOWN = 5  # pending requests listed per panel, the rest counted
 def dashboard(request):
     """A panel per team: quota, pending requests, recent decisions.
 
-    Reviewers see every team, a page of panels at a time. Nine queries
+    Reviewers see every team, a page of panels at a time. Ten queries
     whatever the number of teams and requests: the team count and page (the
     sync row joined), the namespace quota on the cluster, the catalog, the
     reservations, the pending requests (the first few per team, with their
-    count, by window functions) and the recent decisions.
+    count, by window functions), the recent decisions and their requests.
     """
     reviewer = access.can_review(request.user)
     # The sync row comes in the same query (a LEFT JOIN); the namespace quota as the

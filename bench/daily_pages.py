@@ -68,8 +68,8 @@ def populate(size, seed=12):
     from django.utils import timezone
 
     from cluster.models import Flavor
-    from gpu_requests.models import AuditEvent, QuotaRequest
-    from teams.models import Membership, Team
+    from gpu_requests.models import QuotaRequest
+    from teams.models import AuditEvent, Membership, Team
 
     rng = random.Random(seed)
     User = get_user_model()
@@ -143,7 +143,7 @@ def populate(size, seed=12):
         events.append(
             AuditEvent(
                 team_id=req.team_id,
-                quota_request=req,
+                subject=req,
                 actor=req.requested_by,
                 action="submit",
                 to_status="pending",
@@ -154,7 +154,7 @@ def populate(size, seed=12):
             events.append(
                 AuditEvent(
                     team_id=req.team_id,
-                    quota_request=req,
+                    subject=req,
                     actor=reviewer,
                     action=action,
                     from_status="pending",
@@ -225,7 +225,7 @@ def measure(size, runs):
         "approve in the queue (htmx)": timed(approve, runs),
         "dashboard, all teams": timed(get("/"), runs),
         "API list": timed(get("/api/v1/quota-requests/"), runs),
-        "admin audit list": timed(get("/admin/gpu_requests/auditevent/"), runs),
+        "admin audit list": timed(get("/admin/teams/auditevent/"), runs),
     }
     if hasattr(views, "request_list"):
         figures["request list"] = timed(get("/requests/"), runs)

@@ -121,12 +121,13 @@ def main():
 
     django.setup()
     from django.contrib.auth import get_user_model
+    from django.contrib.contenttypes.models import ContentType
     from rest_framework.authtoken.models import Token
 
     from cluster.models import Flavor
-    from gpu_requests.models import AuditEvent, QuotaRequest
+    from gpu_requests.models import QuotaRequest
     from teams import access
-    from teams.models import Membership, Team
+    from teams.models import AuditEvent, Membership, Team
 
     say(f"seeding {args.teams} teams")
     User = get_user_model()
@@ -295,9 +296,10 @@ def main():
     if not set(approved) <= in_db:
         lost_or_doubled.append("an approval answered 200 is missing")
     per_request = Counter(
-        AuditEvent.objects.filter(action__in=["submit", "approve"]).values_list(
-            "quota_request_id", "action"
-        )
+        AuditEvent.objects.filter(
+            subject_type=ContentType.objects.get_for_model(QuotaRequest),
+            action__in=["submit", "approve"],
+        ).values_list("subject_id", "action")
     )
     if any(n > 1 for n in per_request.values()):
         lost_or_doubled.append("an audit event is doubled")

@@ -31,10 +31,10 @@ from billing.models import (
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
 from cluster.models import DraAllocation, Flavor
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors
 from teams.emails import one_line
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from teams.namespaces import namespace_of
 
 log = logging.getLogger(__name__)

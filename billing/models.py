@@ -16,8 +16,7 @@ from django.db.models import DecimalField, F, Func, Q, Sum, Value
 from django.db.models.functions import Coalesce
 
 from cluster.models import Flavor
-from gpu_requests.models import register_audit_actions
-from teams.models import Team
+from teams.models import Team, register_audit_actions
 
 MIG_PROFILE = re.compile(r"mig-(\d+)g\.(\d+)gb$")
 

@@ -17,10 +17,11 @@ from django.utils import timezone
 from cluster.capacity import capacity_of
 from cluster.models import Flavor
 from gpu_requests import capacity, notices
-from gpu_requests.models import AuditEvent, Comment, QuotaRequest, estimate_cost
+from gpu_requests.models import Comment, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.inputs import MAX_TEXT_LENGTH
+from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
 Action = AuditEvent.Action
@@ -427,10 +428,12 @@ def _move_due(rows, *, action):
     QuotaRequest.objects.filter(pk__in=[pk for pk, _, _ in locked]).update(
         status=to, updated_at=timezone.now()
     )
+    request_type = ContentType.objects.get_for_model(QuotaRequest)  # cached after the first
     AuditEvent.objects.bulk_create(
         AuditEvent(
             team_id=team_id,
-            quota_request_id=pk,
+            subject_type=request_type,
+            subject_id=str(pk),
             action=action,
             from_status=from_status,
             to_status=to,

@@ -1,13 +1,16 @@
 from django.contrib import admin, messages
+from django.contrib.contenttypes.admin import GenericTabularInline
+from django.contrib.contenttypes.prefetch import GenericPrefetch
 from django.core.exceptions import ValidationError
 
 from cluster import capacity
 from cluster.models import Flavor
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors
 from teams.admin import ReadOnlyAdminMixin
 from teams.formats import money
+from teams.models import AuditEvent
 
 admin.site.site_header = "GPU portal administration"
 admin.site.site_title = "GPU portal admin"
@@ -95,8 +98,9 @@ class FlavorAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
 
 
-class AuditEventInline(admin.TabularInline):
+class AuditEventInline(GenericTabularInline):
     model = AuditEvent
+    ct_field, ct_fk_field = "subject_type", "subject_id"
     extra = 0
     can_delete = False
     fields = ["created_at", "actor", "action", "from_status", "to_status", "reason"]
@@ -162,9 +166,19 @@ class QuotaRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "team", "quota_request", "actor", "action", "to_status"]
     list_filter = ["action", "team"]
-    # The columns' objects join the list's query (a request's name needs its team and
-    # flavor): no query per row.
-    list_select_related = ["team", "actor", "quota_request__team", "quota_request__flavor"]
+    # The columns' objects join the list's query, the subjects come in a query a
+    # kind (a request's name needs its team and flavor): no query per row.
+    list_select_related = ["team", "actor"]
+
+    def get_queryset(self, request):
+        requests = QuotaRequest.objects.select_related("team", "flavor")
+        return (
+            super().get_queryset(request).prefetch_related(GenericPrefetch("subject", [requests]))
+        )
+
+    @admin.display(description="quota request")
+    def quota_request(self, event):
+        return event.subject if isinstance(event.subject, QuotaRequest) else None
 
     def has_add_permission(self, request):
         return False

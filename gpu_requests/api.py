@@ -21,7 +21,7 @@ from rest_framework.response import Response
 from cluster.models import Flavor
 from gpu_requests import actions
 from gpu_requests.filters import PARAMETERS, SORTS, RequestFilter
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from gpu_requests.serializers import (
     CapacityErrorSerializer,
     FlavorSerializer,
@@ -32,7 +32,7 @@ from gpu_requests.serializers import (
 )
 from teams import access
 from teams.api import APIViewSetMixin
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from teams.schema import ERROR_400, ERROR_403, ERROR_404, ERROR_409
 from teams.serializers import ReasonSerializer
 

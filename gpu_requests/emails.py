@@ -4,10 +4,10 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent, Comment, QuotaRequest
+from gpu_requests.models import Comment, QuotaRequest
 from teams import access
 from teams.emails import send
-from teams.models import Membership
+from teams.models import AuditEvent, Membership
 
 
 def reviewer_emails():
@@ -36,7 +36,7 @@ def send_decision(event_id):
     """Tell the requester about one decision (approve, reject, revoke)."""
     decision = AuditEvent.objects.select_related("actor").get(pk=event_id)
     quota_request = QuotaRequest.objects.select_related("team", "flavor", "requested_by").get(
-        pk=decision.quota_request_id
+        pk=decision.subject_id
     )
     requester = quota_request.requested_by
     send(

@@ -9,9 +9,12 @@ the page and a 400 naming the parameter in the API.
 from datetime import UTC, datetime, time, timedelta
 
 from django import forms
-from django.db.models import Exists, F, OuterRef, Q
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import CharField, Exists, F, OuterRef, Q
+from django.db.models.functions import Cast
 
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
 
@@ -122,8 +125,11 @@ class RequestFilter(forms.Form):
             )
             requests = requests.overlapping(starts_at or datetime.min.replace(tzinfo=UTC), ends_at)
         if data["q"]:
+            # The request's id as text, as its events hold it: their subject index serves.
             reasons = AuditEvent.objects.filter(
-                quota_request=OuterRef("pk"), reason__icontains=data["q"]
+                subject_type=ContentType.objects.get_for_model(QuotaRequest),
+                subject_id=Cast(OuterRef("pk"), CharField()),
+                reason__icontains=data["q"],
             )
             requests = requests.filter(Q(justification__icontains=data["q"]) | Exists(reasons))
         return requests.order_by(*SORTS[data["sort"] or "-created"])

@@ -2,8 +2,6 @@ from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.contrib.contenttypes.fields import GenericForeignKey
-from django.contrib.contenttypes.models import ContentType
 from django.core.validators import MaxLengthValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
@@ -11,7 +9,7 @@ from django.urls import reverse
 
 from cluster.models import Flavor
 from teams.inputs import MAX_TEXT_LENGTH
-from teams.models import Team
+from teams.models import AuditHistory, Team
 
 
 def estimate_cost(gpus, starts_at, ends_at, price_per_gpu_hour):
@@ -75,6 +73,8 @@ class QuotaRequest(models.Model):
     follow_kind = models.CharField(max_length=16, choices=FollowKind.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Its audit events, oldest first; a request with any is never deleted.
+    events = AuditHistory()
 
     objects = QuotaRequestQuerySet.as_manager()
 
@@ -115,120 +115,6 @@ class QuotaRequest(models.Model):
     @property
     def is_open(self):
         return self.status == self.Status.PENDING
-
-
-def audit_actions():
-    """Every audit action: ours, then those other apps add with `register_audit_actions`.
-
-    A callable, so an app adding actions changes no migration of this one.
-    """
-    return [choice for actions in _audit_action_sets for choice in actions.choices]
-
-
-def register_audit_actions(choices):
-    """Add an app's own audit actions (a TextChoices whose labels read as past
-    tense: "Released"); call it at import of the app's models module."""
-    if choices in _audit_action_sets:
-        return choices
-    clash = set(choices.values) & {value for value, _ in audit_actions()}
-    if clash:
-        raise ValueError(f"audit actions {sorted(clash)} are already registered")
-    _audit_action_sets.append(choices)
-    return choices
-
-
-class AuditEvent(models.Model):
-    """Append-only history: who changed what, when, from which status to which.
-
-    Every event belongs to a team. Its subject is a quota request
-    (`quota_request`, kept with PROTECT so the history outlives nothing), any
-    other object (`subject`, generic: a batch job, a namespace), or none (a
-    team-level event such as an archive).
-    """
-
-    class Action(models.TextChoices):
-        SUBMIT = "submit", "Submitted"
-        APPROVE = "approve", "Approved"
-        REJECT = "reject", "Rejected"
-        CANCEL = "cancel", "Cancelled"
-        REVOKE = "revoke", "Revoked"
-        ACTIVATE = "activate", "Activated"
-        EXPIRE = "expire", "Expired"
-        ARCHIVE = "archive", "Archived"
-        SYNC_FAILED = "sync_failed", "Sync failed"
-        DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
-        DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
-        FOLLOW_UP = "follow_up", "Follow-up asked"
-        TEAM_CREATE = "team_create", "Team created"
-        MEMBER_ADD = "member_add", "Member added"
-        MEMBER_REMOVE = "member_remove", "Member removed"
-        ROLE_CHANGE = "role_change", "Role changed"
-        COMMENT = "comment", "Commented"
-        CHANGE_CAPACITY = "change_capacity", "Capacity changed"
-
-    # None for events of no team (a flavor's capacity changed).
-    team = models.ForeignKey(
-        Team, on_delete=models.CASCADE, related_name="audit_events", null=True, blank=True
-    )
-    quota_request = models.ForeignKey(
-        QuotaRequest,
-        on_delete=models.PROTECT,
-        related_name="events",
-        null=True,
-        blank=True,
-    )
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
-    )
-    subject_type = models.ForeignKey(
-        ContentType, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
-    )
-    subject_id = models.CharField(max_length=64, blank=True)
-    subject = GenericForeignKey("subject_type", "subject_id")
-    action = models.CharField(max_length=32, choices=audit_actions)
-    from_status = models.CharField(max_length=16, blank=True)
-    to_status = models.CharField(max_length=16, blank=True)
-    reason = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
-        indexes = [
-            models.Index(fields=["subject_type", "subject_id"]),
-            # A team's recent events (dashboard, team history), newest first.
-            models.Index(F("team"), F("created_at").desc(), name="audit_team_newest"),
-            # A team's latest decisions by people (the dashboard): read a few a team.
-            models.Index(
-                F("team"),
-                F("created_at").desc(),
-                F("id").desc(),
-                name="audit_team_decisions",
-                condition=Q(quota_request__isnull=False, actor__isnull=False) & ~Q(action="submit"),
-            ),
-        ]
-
-    def __str__(self):
-        who = self.actor or "system"
-        return f"{self.created_at:%Y-%m-%d %H:%M} {who} {self.action}"
-
-    @classmethod
-    def label_of(cls, action):
-        """The past-tense word for an action ("Approved"), whichever app defined it."""
-        return dict(audit_actions()).get(action, action)
-
-    @classmethod
-    def record(cls, *, team_id, action, subject=None, actor=None, reason="", **statuses):
-        """Append one event; `subject` is any saved model instance (or a quota request)."""
-        if isinstance(subject, QuotaRequest):
-            statuses["quota_request"] = subject
-        elif subject is not None:
-            statuses["subject"] = subject
-        return cls.objects.create(
-            team_id=team_id, action=action, actor=actor, reason=reason, **statuses
-        )
-
-
-_audit_action_sets = [AuditEvent.Action]
 
 
 class Comment(models.Model):

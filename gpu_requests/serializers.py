@@ -5,10 +5,10 @@ the same answers."""
 from rest_framework import serializers
 
 from cluster.models import Flavor
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access
 from teams.inputs import MAX_TEXT_LENGTH
-from teams.models import SyncStatus, Team
+from teams.models import AuditEvent, SyncStatus, Team
 from teams.serializers import AwareDateTimeField, ErrorSerializer
 
 

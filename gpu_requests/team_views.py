@@ -11,6 +11,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Q
@@ -21,9 +22,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from gpu_requests import timezones
-from gpu_requests.models import AuditEvent
+from gpu_requests.models import QuotaRequest
 from teams import access, actions, errors, hooks
-from teams.models import Membership, Team, dns1123_label
+from teams.models import AuditEvent, Membership, Team, dns1123_label
 from teams.namespaces import namespace_of
 
 HISTORY_PAGE_SIZE = 25
@@ -96,9 +97,7 @@ def _team_context(request, team, form):
     """Members, the add form and a page of the team's audit history. Five queries."""
     can_manage = access.can_manage(request.user, team)
     history = Paginator(
-        AuditEvent.objects.filter(team=team)
-        .select_related("actor", "quota_request")
-        .order_by("-created_at", "-pk"),
+        AuditEvent.objects.filter(team=team).select_related("actor").order_by("-created_at", "-pk"),
         HISTORY_PAGE_SIZE,
     ).get_page(request.GET.get("page"))
     return {
@@ -109,6 +108,8 @@ def _team_context(request, team, form):
         "form": form,
         "roles": Membership.Role.choices,
         "page": history,
+        # An event about a request links to it (the type is cached after the first read).
+        "request_type": ContentType.objects.get_for_model(QuotaRequest),
         "panels": hooks.team_panels(team),
     }
 

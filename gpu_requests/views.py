@@ -8,6 +8,8 @@ from datetime import UTC, timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.contenttypes.models import ContentType
+from django.contrib.contenttypes.prefetch import GenericPrefetch
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
@@ -26,9 +28,10 @@ from cluster.models import Flavor
 from gpu_requests import actions, capacity, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, flavor_offers
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from teams import access, errors, hooks, inputs
 from teams.forms import ReasonForm
+from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
 HORIZON = timedelta(days=30)
@@ -64,11 +67,11 @@ PENDING_SHOWN = 5  # pending requests listed per panel, the rest counted
 def dashboard(request):
     """A panel per team: quota, pending requests, recent decisions.
 
-    Reviewers see every team, a page of panels at a time. Nine queries
+    Reviewers see every team, a page of panels at a time. Ten queries
     whatever the number of teams and requests: the team count and page (the
     sync row joined), the namespace quota on the cluster, the catalog, the
     reservations, the pending requests (the first few per team, with their
-    count, by window functions) and the recent decisions.
+    count, by window functions), the recent decisions and their requests.
     """
     reviewer = access.can_review(request.user)
     # The sync row comes in the same query (a LEFT JOIN); the namespace quota as the
@@ -214,14 +217,15 @@ def _cluster_state(team, quota_rows, extra, now):
     return states
 
 
-# PostgreSQL: each team's latest decisions, read newest first from the partial index
-# `audit_team_decisions` (whose condition this repeats) and stopped at the limit:
-# the query reads what the page shows, however long the history.
+# PostgreSQL: each team's latest decisions on requests, read newest first from the
+# partial index `audit_team_decisions` (team, subject type; whose condition this
+# repeats) and stopped at the limit: the query reads what the page shows, however
+# long the history.
 _LATEST_DECISIONS = f"""
     SELECT latest.id FROM unnest(%s) AS teams(id) CROSS JOIN LATERAL (
         SELECT event.id FROM {AuditEvent._meta.db_table} event
         WHERE event.team_id = teams.id
-            AND event.quota_request_id IS NOT NULL AND event.actor_id IS NOT NULL
+            AND event.subject_type_id = %s AND event.actor_id IS NOT NULL
             AND NOT (event.action = '{AuditEvent.Action.SUBMIT}')
         ORDER BY event.created_at DESC, event.id DESC LIMIT %s
     ) latest
@@ -229,7 +233,8 @@ _LATEST_DECISIONS = f"""
 
 
 def _recent_events(team_ids, per_team=10):
-    """The last `per_team` decisions people made for each team, in one query.
+    """The last `per_team` decisions people made on each team's requests, in one
+    query, and their requests (`event.subject`, with its flavor) in one more.
 
     Decisions by people: system transitions (activation, expiry) show as the
     request's current status beside the decision, and a submission is no decision.
@@ -237,23 +242,25 @@ def _recent_events(team_ids, per_team=10):
     """
     if not team_ids:
         return AuditEvent.objects.none()
+    request_type = ContentType.objects.get_for_model(QuotaRequest)  # cached after the first
     newest_first = [F("created_at").desc(), F("pk").desc()]
     if connection.vendor == "postgresql":
         latest = AuditEvent.objects.filter(
-            pk__in=RawSQL(_LATEST_DECISIONS, (list(team_ids), per_team))
+            pk__in=RawSQL(_LATEST_DECISIONS, (list(team_ids), request_type.pk, per_team))
         )
     else:
         # No unnest or LATERAL (SQLite, the zero-setup default): the same decisions
         # ranked by a window function, which reads the teams' whole history.
         latest = (
             AuditEvent.objects.filter(
-                team_id__in=team_ids, quota_request__isnull=False, actor__isnull=False
+                team_id__in=team_ids, subject_type=request_type, actor__isnull=False
             )
             .exclude(action=AuditEvent.Action.SUBMIT)
             .annotate(rank=Window(RowNumber(), partition_by=[F("team_id")], order_by=newest_first))
             .filter(rank__lte=per_team)
         )
-    return latest.select_related("actor", "quota_request__flavor").order_by(*newest_first)
+    requests = GenericPrefetch("subject", [QuotaRequest.objects.select_related("flavor")])
+    return latest.select_related("actor").prefetch_related(requests).order_by(*newest_first)
 
 
 # Request list

@@ -15,7 +15,6 @@ from batch.models import BatchJob
 from billing.rates import RateCard
 from cluster import clock, kube
 from cluster.models import Flavor
-from gpu_requests.models import AuditEvent
 from idle import emails, evaluation, workloads
 from idle.models import (
     MAX_MINUTES,
@@ -29,7 +28,7 @@ from idle.models import (
 )
 from teams import access, errors, hooks
 from teams.formats import gpu_hours, money
-from teams.models import Team
+from teams.models import AuditEvent, Team
 from teams.namespaces import namespace_of
 from teams.notices import Notice, absolute
 

@@ -12,9 +12,8 @@ from django.db import models
 from django.db.models import Q
 
 from cluster.models import Flavor
-from gpu_requests.models import register_audit_actions
 from teams.inputs import MAX_TEXT_LENGTH
-from teams.models import Team
+from teams.models import Team, register_audit_actions
 
 # A week: past that a policy would never act within a billing month's notice.
 MAX_MINUTES = 7 * 24 * 60

@@ -22,10 +22,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster.outbox import Outbox
-from gpu_requests.models import AuditEvent
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
 from teams import access, errors
+from teams.models import AuditEvent
 from teams.notices import Notice, absolute
 
 log = logging.getLogger(__name__)

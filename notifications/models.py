@@ -7,8 +7,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from cluster.outbox import OutboxRow
-from gpu_requests.models import register_audit_actions
-from teams.models import Team
+from teams.models import Team, register_audit_actions
 
 MAX_URL_LENGTH = 2000
 

@@ -17,11 +17,11 @@ from django.utils import timezone
 
 from cluster import kube
 from cluster.outbox import Outbox
-from gpu_requests.models import AuditEvent
 from provisioning import manifests
 from provisioning.desired import desired_state, desired_states, digest, object_hash, object_key
 from provisioning.models import TeamSync
 from teams import access, errors
+from teams.models import AuditEvent
 
 log = logging.getLogger(__name__)
 

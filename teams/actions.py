@@ -10,12 +10,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-# AuditEvent is still gpu_requests' here (an import against the layers, until it
-# moves down to teams).
-from gpu_requests.models import AuditEvent
 from teams import access, hooks, inputs
 from teams.errors import IllegalTransition, NotAllowed
-from teams.models import Membership, Team
+from teams.models import AuditEvent, Membership, Team
 
 Action = AuditEvent.Action
 

@@ -1,13 +1,17 @@
 """Teams and their members: the portal's bottom models, which every feature's
-rows point at.
+rows point at; and the audit log every feature writes to.
 
 They were gpu_requests' first models and keep its tables (`db_table`), so the
-move here changed no row (teams/migrations/0001_initial.py).
+moves here changed no row (teams/migrations/0001_initial.py, and 0002 for the
+audit log).
 """
 
 from django.conf import settings
+from django.contrib.contenttypes.fields import GenericForeignKey, GenericRelation
+from django.contrib.contenttypes.models import ContentType
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import DEFAULT_DB_ALIAS, models
+from django.db.models import F, Q
 from django.urls import reverse
 
 from teams.namespaces import namespace_of
@@ -93,3 +97,135 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.team} ({self.role})"
+
+
+def audit_actions():
+    """Every audit action: AuditEvent's, then those other apps add with
+    `register_audit_actions`.
+
+    A callable, so an app adding actions changes no migration of this one.
+    """
+    return [choice for actions in _audit_action_sets for choice in actions.choices]
+
+
+def register_audit_actions(choices):
+    """Add an app's own audit actions (a TextChoices whose labels read as past
+    tense: "Released"); call it at import of the app's models module."""
+    if choices in _audit_action_sets:
+        return choices
+    clash = set(choices.values) & {value for value, _ in audit_actions()}
+    if clash:
+        raise ValueError(f"audit actions {sorted(clash)} are already registered")
+    _audit_action_sets.append(choices)
+    return choices
+
+
+class AuditEvent(models.Model):
+    """Append-only history: who changed what, when, from which status to which.
+
+    Every event belongs to a team. Its subject is any object (`subject`,
+    generic: a quota request, a flavor, a webhook), or none (a team-level event
+    such as an archive). A model that lists its events as an `AuditHistory`
+    (quota requests do) cannot be deleted while it has any.
+    """
+
+    class Action(models.TextChoices):
+        SUBMIT = "submit", "Submitted"
+        APPROVE = "approve", "Approved"
+        REJECT = "reject", "Rejected"
+        CANCEL = "cancel", "Cancelled"
+        REVOKE = "revoke", "Revoked"
+        ACTIVATE = "activate", "Activated"
+        EXPIRE = "expire", "Expired"
+        ARCHIVE = "archive", "Archived"
+        SYNC_FAILED = "sync_failed", "Sync failed"
+        DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
+        DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
+        FOLLOW_UP = "follow_up", "Follow-up asked"
+        TEAM_CREATE = "team_create", "Team created"
+        MEMBER_ADD = "member_add", "Member added"
+        MEMBER_REMOVE = "member_remove", "Member removed"
+        ROLE_CHANGE = "role_change", "Role changed"
+        COMMENT = "comment", "Commented"
+        CHANGE_CAPACITY = "change_capacity", "Capacity changed"
+
+    # None for events of no team (a flavor's capacity changed).
+    team = models.ForeignKey(
+        Team, on_delete=models.CASCADE, related_name="audit_events", null=True, blank=True
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    subject_type = models.ForeignKey(
+        ContentType, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    subject_id = models.CharField(max_length=64, blank=True)
+    subject = GenericForeignKey("subject_type", "subject_id")
+    action = models.CharField(max_length=32, choices=audit_actions)
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16, blank=True)
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "gpu_requests_auditevent"
+        ordering = ["created_at", "pk"]
+        indexes = [
+            models.Index(fields=["subject_type", "subject_id"]),
+            # A team's recent events (dashboard, team history), newest first.
+            models.Index(F("team"), F("created_at").desc(), name="audit_team_newest"),
+            # A team's latest decisions by people about one kind of subject (the
+            # dashboard: quota requests'): read a few a team.
+            models.Index(
+                F("team"),
+                F("subject_type"),
+                F("created_at").desc(),
+                F("id").desc(),
+                name="audit_team_decisions",
+                condition=Q(actor__isnull=False) & ~Q(action="submit"),
+            ),
+        ]
+
+    def __str__(self):
+        who = self.actor or "system"
+        return f"{self.created_at:%Y-%m-%d %H:%M} {who} {self.action}"
+
+    @classmethod
+    def label_of(cls, action):
+        """The past-tense word for an action ("Approved"), whichever app defined it."""
+        return dict(audit_actions()).get(action, action)
+
+    @classmethod
+    def record(cls, *, team_id, action, subject=None, actor=None, reason="", **statuses):
+        """Append one event; `subject` is any saved model instance, or None."""
+        if subject is not None:  # (None would set subject_id to NULL, not "")
+            statuses["subject"] = subject
+        return cls.objects.create(
+            team_id=team_id, action=action, actor=actor, reason=reason, **statuses
+        )
+
+
+_audit_action_sets = [AuditEvent.Action]
+
+
+class AuditHistory(GenericRelation):
+    """An object's audit events (those whose `subject` it is) as a relation:
+    `obj.events`, prefetchable. Like a PROTECT foreign key, it keeps the object
+    while it has history: deleting it raises ProtectedError (a plain
+    GenericRelation would delete the events with it)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            AuditEvent, content_type_field="subject_type", object_id_field="subject_id", **kwargs
+        )
+
+    def bulk_related_objects(self, objs, using=DEFAULT_DB_ALIAS):
+        # The deletion's collector asks for the rows to delete with `objs`: a query.
+        events = super().bulk_related_objects(objs, using)
+        if events.exists():
+            raise models.ProtectedError(
+                f"Cannot delete some instances of model {objs[0].__class__.__name__!r} "
+                "because they have audit events (the history outlives nothing).",
+                list(events),
+            )
+        return events.none()

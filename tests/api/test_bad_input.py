@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.api.conftest import client_for
 from tests.api.test_quota_requests_create import URL, payload
 from tests.factories import FlavorFactory, next_week

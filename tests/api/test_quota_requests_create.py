@@ -2,7 +2,8 @@ from datetime import timedelta
 
 import pytest
 
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.api.conftest import client_for
 from tests.factories import next_week
 

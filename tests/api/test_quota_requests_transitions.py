@@ -5,7 +5,8 @@ import time_machine
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.api.conftest import client_for
 from tests.factories import UserFactory, add_member, next_week, submit
 
@@ -94,7 +95,7 @@ def test_it_decides_a_pending_request(request, pending, action, actor, status):
     assert response.status_code == 200
     assert response.json()["status"] == status
     assert status_of(pending) == status
-    event = AuditEvent.objects.filter(quota_request=pending).last()
+    event = pending.events.last()
     assert (event.action, event.actor, event.reason) == (action, user, "Because")
 
 

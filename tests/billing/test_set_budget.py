@@ -7,8 +7,7 @@ import pytest
 
 from billing import actions
 from billing.models import Budget
-from gpu_requests.models import AuditEvent
-from teams.models import Membership
+from teams.models import AuditEvent, Membership
 from tests.api.test_concurrent_approval import run_together
 from tests.factories import TeamFactory, UserFactory, add_member, make_reviewer
 

@@ -7,8 +7,8 @@ from django.core import mail
 
 from billing import actions
 from billing.models import Budget
-from gpu_requests.models import AuditEvent
 from teams import errors
+from teams.models import AuditEvent
 from tests.billing.ledger import meter, workload
 
 NOW = datetime(2026, 11, 10, 12, 30, tzinfo=UTC)

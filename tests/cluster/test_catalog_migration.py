@@ -11,7 +11,8 @@ from django.contrib.contenttypes.models import ContentType
 
 from batch.models import BatchJob
 from cluster.models import Flavor, FlavorCapacity
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -81,7 +82,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
         changed = AuditEvent.objects.get(action="change_capacity")
         assert (changed.subject_type.app_label, changed.subject_type.model) == ("cluster", "flavor")
         assert changed.subject == h100
-        assert AuditEvent.objects.get(action="submit").quota_request.flavor == h100
+        assert AuditEvent.objects.get(action="submit").subject.flavor == h100
         alice = get_user_model().objects.get(username="alice")
         assert alice.has_perm("cluster.change_flavor")
         assert list(

@@ -16,8 +16,8 @@ from cluster import kube
 from cluster.inventory import DRA_UNAVAILABLE
 from cluster.models import Flavor, FlavorCapacity, GpuNode, NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import AuditEvent
 from provisioning import actions, views
+from teams.models import AuditEvent
 from tests.dra import objects
 from tests.factories import submit
 from tests.waiting import wait_for

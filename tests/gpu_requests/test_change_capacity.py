@@ -11,8 +11,8 @@ from django.contrib.contenttypes.models import ContentType
 from cluster import capacity
 from cluster.models import Flavor, FlavorCapacity
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent
 from teams import errors
+from teams.models import AuditEvent
 from tests.factories import UserFactory, next_week, submit
 
 

@@ -1,8 +1,8 @@
 """Idle policies in the Django admin: set through the action (audited), a
 team's never looser than its flavor's; exemptions visible, read-only."""
 
-from gpu_requests.models import AuditEvent
 from idle.models import IdlePolicy
+from teams.models import AuditEvent
 
 
 def form(flavor, team=None, **changes):

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from gpu_requests.models import AuditEvent
 from idle.models import Exemption
+from teams.models import AuditEvent
 
 URL = "/api/v1/idle-exemptions/"
 

@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpu_requests.models import AuditEvent
 from idle.models import IdleAction, IdlePolicy
+from teams.models import AuditEvent
 
 URL = "/api/v1/idle-policies/"
 BASE = {"flavor": "h100", "idle_minutes": 30, "grace_minutes": 15, "mode": "act"}

@@ -76,8 +76,8 @@ def test_bring_back_is_post_only_and_for_the_team(client, alice, bob, vision, h1
 def test_a_manager_exempts_it_from_the_report_card(
     client, alice, carol, admin_user, vision, h100, metered
 ):
-    from gpu_requests.models import AuditEvent
     from idle.models import Exemption
+    from teams.models import AuditEvent
 
     actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
     idle = state(vision, h100, announced_at=HOUR, action_due_at=HOUR + timedelta(minutes=5))

@@ -4,9 +4,9 @@ theirs and see every delivery; bad input is a form error, never a 500."""
 import pytest
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent
 from notifications import actions
 from notifications.models import Delivery, Webhook
+from teams.models import AuditEvent
 from tests.factories import submit
 
 

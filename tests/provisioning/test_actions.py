@@ -9,12 +9,12 @@ from django.utils import timezone
 
 from cluster import kube
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from provisioning import actions, manifests
 from provisioning.models import TeamSync
 from teams import actions as team_actions
 from teams import errors
-from teams.models import Membership
+from teams.models import AuditEvent, Membership
 from teams.namespaces import namespace_of
 from tests.factories import TeamFactory, UserFactory, add_member, submit
 from tests.provisioning.conftest import sync_of

@@ -12,10 +12,10 @@ from django.utils import timezone
 from cluster import tasks
 from cluster.models import NamespaceQuota
 from gpu_requests import actions as quota_actions
-from gpu_requests.models import AuditEvent
 from provisioning import actions
 from provisioning.manifests import example_job
 from provisioning.models import TeamSync
+from teams.models import AuditEvent
 from tests.factories import TeamFactory, UserFactory, add_member, make_reviewer, submit
 from tests.provisioning.conftest import _use_broker, wait_for
 

@@ -11,9 +11,9 @@ from django.contrib.contenttypes.models import ContentType
 
 from batch.models import BatchJob
 from billing.models import Budget
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
 from provisioning.models import TeamSync
-from teams.models import Membership, Team
+from teams.models import AuditEvent, Membership, Team
 from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -91,7 +91,7 @@ def test_rows_keys_and_audit_subjects_survive_the_move_and_its_reverse():
         created = AuditEvent.objects.get(action="team_create")
         assert (created.subject_type.app_label, created.subject_type.model) == ("teams", "team")
         assert created.subject == vision
-        assert AuditEvent.objects.get(action="submit").quota_request.team == vision
+        assert AuditEvent.objects.get(action="submit").subject.team == vision
         assert alice.has_perm("teams.change_team")
         assert set(
             ContentType.objects.filter(model__in=["team", "membership"]).values_list(

@@ -53,7 +53,7 @@ def test_the_approve_action_goes_through_the_capacity_check(
 def test_the_audit_list_costs_no_query_per_row(admin_client, admin_user, vision, alice, h100):
     def rows():
         with CaptureQueriesContext(connection) as queries:
-            response = admin_client.get("/admin/gpu_requests/auditevent/")
+            response = admin_client.get("/admin/teams/auditevent/")
         assert response.status_code == 200
         return len(queries), response.content.decode().count('class="field-action"')
 

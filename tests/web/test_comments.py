@@ -4,7 +4,8 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent, Comment
+from gpu_requests.models import Comment
+from teams.models import AuditEvent
 
 
 def post(client, req, body):
@@ -23,7 +24,7 @@ def test_the_requester_comments_and_the_reviewers_hear_of_it(
     assert [sorted(m.to) for m in mail.outbox] == [["admin@example.com", "carol@example.com"]]
     assert "Could this start a day earlier?" in mail.outbox[0].body
     event = AuditEvent.objects.get(action="comment")
-    assert (event.actor, event.quota_request_id) == (alice, pending.pk)
+    assert (event.actor, event.subject) == (alice, pending)
 
 
 def test_a_reviewers_reply_goes_to_the_thread_not_to_the_author(

@@ -5,7 +5,8 @@ from datetime import timedelta
 from django.urls import reverse
 
 from gpu_requests import actions
-from gpu_requests.models import AuditEvent, QuotaRequest
+from gpu_requests.models import QuotaRequest
+from teams.models import AuditEvent
 from tests.factories import next_week, submit
 
 NEW = reverse("request_new")

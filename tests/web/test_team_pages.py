@@ -3,9 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from gpu_requests.models import AuditEvent
 from provisioning.models import TeamSync
-from teams.models import Membership, Team
+from teams.models import AuditEvent, Membership, Team
 from tests.factories import UserFactory, add_member
 
 

@@ -30,7 +30,6 @@ from batch.models import (
 from cluster import clock
 from cluster.capacity import capacity_of
 from cluster.models import Flavor
-from gpu_requests import actions as quota_actions
 from gpu_requests import capacity as quota_capacity
 from teams import access, hooks
 from teams.errors import NotAllowed
@@ -244,7 +243,7 @@ def validate_job(data, *, by, now=None):
     team = data.get("team")
     if team is not None and not access.can_see(by, team):
         errors["team"] = ["You are not a member of this team."]
-    elif team is not None and quota_actions.is_archived(team):
+    elif team is not None and team.is_archived:
         errors["team"] = [f"{team.name} is archived and takes no new work."]
     prefixes = list(ImageRule.objects.values_list("prefix", flat=True))
     windows = windows_with_occurrences(now, now + horizon())

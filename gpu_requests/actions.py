@@ -85,11 +85,6 @@ def require(action, user, quota_request):
         raise NotAllowed(_DENIED[action])
 
 
-def is_archived(team):
-    """An archived team asks for and gets no more quota."""
-    return team.archived_at is not None
-
-
 def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):
     return AuditEvent.record(
         team_id=quota_request.team_id,
@@ -161,7 +156,7 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
     errors = {}
     if team is not None and not access.can_see(by, team):
         errors["team"] = ["You are not a member of this team."]
-    elif team is not None and is_archived(team):
+    elif team is not None and team.is_archived:
         errors["team"] = [f"{team.name} is archived and takes no new quota."]
     if flavor is not None and not flavor.is_active:
         errors["flavor"] = [f"{flavor.name} is no longer offered."]
@@ -281,7 +276,7 @@ def approve(quota_request, *, by, reason=""):
         raise _illegal(quota_request, [Status.PENDING], Action.APPROVE)
     if quota_request.ends_at is not None and quota_request.ends_at <= now:
         raise IllegalTransition(f"Request #{quota_request.pk}'s period has already ended.")
-    if is_archived(quota_request.team):
+    if quota_request.team.is_archived:
         raise IllegalTransition(f"{quota_request.team.name} is archived and takes no new quota.")
     # Quota requests and whatever other apps reserve (batch windows): one query per source.
     peak = capacity.peak_reserved(

@@ -62,6 +62,7 @@ class Team(models.Model):
 
     @property
     def is_archived(self):
+        """An archived team asks for and gets nothing more (quota, jobs)."""
         return self.archived_at is not None
 
     @property

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from cluster.outbox import Outbox
 from gpu_requests.models import AuditEvent
@@ -207,8 +208,19 @@ def _create(pairs):
         for hook, notice in pairs
     )
     keys = [delivery.pk for delivery in created]
-    transaction.on_commit(lambda: deliveries.enqueue(keys), robust=True)
+    # After the commit, one message for all of them, which a worker queues a message
+    # each (`deliveries.enqueue`): the request that made them neither writes their
+    # `queued_at` nor sends a message per hook. Until then `queued_at` is empty, so a
+    # message lost (with the process, or a broker that is down: logged) leaves them
+    # to the next sweep; a sweep meanwhile sends them too, and the claim lets one
+    # message do the work.
+    send = import_string(ENQUEUE_TASK)  # now: a wrong path raises, not logged after commit
+    transaction.on_commit(lambda: send.apply_async((keys,), retry=False), robust=True)
     return created
+
+
+# The task that queues a change's deliveries, named by its path (tasks sits above).
+ENQUEUE_TASK = "notifications.tasks.enqueue"
 
 
 def notice_posted(notice):

@@ -101,15 +101,17 @@ def _record(quota_request, *, action, from_status, to_status, actor=None, reason
     )
 
 
-def _locked_status(quota_request):
-    """The request's status as it is now, its row locked until the transaction ends."""
-    current = (
-        QuotaRequest.objects.select_for_update()
-        .values_list("status", flat=True)
-        .get(pk=quota_request.pk)
+def _lock(quota_request, *, of=("self",)):
+    """Read the request again, its row locked until the transaction ends (and those of
+    the relations `of` names: an approval locks its flavor's too), with its team,
+    flavor and requester: its status is as it is now, and whoever calls an action may
+    hand it a bare `QuotaRequest(pk=...)` (the API does, for reviewers). One query;
+    QuotaRequest.DoesNotExist if it is not there."""
+    quota_request.refresh_from_db(
+        from_queryset=QuotaRequest.objects.select_for_update(of=of).select_related(
+            "team", "flavor", "requested_by"
+        )
     )
-    quota_request.status = current
-    return current
 
 
 def _illegal(quota_request, allowed_from, action):
@@ -126,8 +128,8 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
     The row is locked first, so the audit event names the status it really
     left, and the UPDATE is still a compare-and-set on that status.
     """
-    current = _locked_status(quota_request)
-    if current not in allowed_from:
+    _lock(quota_request)
+    if quota_request.status not in allowed_from:
         raise _illegal(quota_request, allowed_from, action)
     now = timezone.now()
     QuotaRequest.objects.filter(pk=quota_request.pk, status=quota_request.status).update(
@@ -265,14 +267,8 @@ def approve(quota_request, *, by, reason=""):
     # Lock the flavor and the request in one statement: approvals of one flavor
     # queue up here, so the capacity check and the status change below see every
     # earlier approval, and the status read is the request's as it is now.
-    locked = (
-        QuotaRequest.objects.select_for_update(of=("self", "flavor"))
-        .select_related("flavor")
-        .only("status", "flavor")
-        .get(pk=quota_request.pk)
-    )
-    flavor = quota_request.flavor = locked.flavor
-    quota_request.status = locked.status
+    _lock(quota_request, of=("self", "flavor"))
+    flavor = quota_request.flavor
     if quota_request.status != Status.PENDING:
         raise _illegal(quota_request, [Status.PENDING], Action.APPROVE)
     if quota_request.ends_at is not None and quota_request.ends_at <= now:

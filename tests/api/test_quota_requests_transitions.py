@@ -114,9 +114,10 @@ MATRIX = {
 }
 
 
+@pytest.mark.parametrize("pk", ["999999", "9" * 30])  # the second past any bigint
 @pytest.mark.parametrize("action", ["approve", "reject", "revoke"])
-def test_a_reviewer_acting_on_a_request_that_is_not_there_gets_404(admin_user, action):
-    response = client_for(admin_user).post(f"{URL}999999/{action}/", {}, format="json")
+def test_a_reviewer_acting_on_a_request_that_is_not_there_gets_404(admin_user, action, pk):
+    response = client_for(admin_user).post(f"{URL}{pk}/{action}/", {}, format="json")
     assert response.status_code == 404
     assert set(response.json()) == {"detail"}
     assert AuditEvent.objects.count() == 0

@@ -97,15 +97,17 @@ def _record(quota_request, *, action, from_status, to_status, actor=None, reason
     )
 
 
-def _locked_status(quota_request):
-    """The request's status as it is now, its row locked until the transaction ends."""
-    current = (
-        QuotaRequest.objects.select_for_update()
-        .values_list("status", flat=True)
-        .get(pk=quota_request.pk)
+def _lock(quota_request, *, of=("self",)):
+    """Read the request again, its row locked until the transaction ends (and those of
+    the relations `of` names: an approval locks its flavor's too), with its team,
+    flavor and requester: its status is as it is now, and whoever calls an action may
+    hand it a bare `QuotaRequest(pk=...)` (the API does, for reviewers). One query;
+    QuotaRequest.DoesNotExist if it is not there."""
+    quota_request.refresh_from_db(
+        from_queryset=QuotaRequest.objects.select_for_update(of=of).select_related(
+            "team", "flavor", "requested_by"
+        )
     )
-    quota_request.status = current
-    return current
 
 
 def _illegal(quota_request, allowed_from, action):
@@ -116,17 +118,14 @@ def _illegal(quota_request, allowed_from, action):
     )
 
 
-def _move(
-    quota_request, *, to, allowed_from, action, actor=None, reason="", notify=True, locked=False
-):
+def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
     """Move the status if it is one of `allowed_from`, or raise IllegalTransition.
 
-    The row is locked first (unless the caller locked it and read its status in
-    this transaction: `locked`), so the audit event names the status it really
+    The row is locked first, so the audit event names the status it really
     left, and the UPDATE is still a compare-and-set on that status.
     """
-    current = quota_request.status if locked else _locked_status(quota_request)
-    if current not in allowed_from:
+    _lock(quota_request)
+    if quota_request.status not in allowed_from:
         raise _illegal(quota_request, allowed_from, action)
     now = timezone.now()
     QuotaRequest.objects.filter(pk=quota_request.pk, status=quota_request.status).update(
@@ -145,7 +144,7 @@ def _move(
     )
     # Only a change of reserved quota concerns the cluster: a rejected or
     # cancelled request leaves it as it was.
-    if notify and (from_status in QuotaRequest.RESERVING or to in QuotaRequest.RESERVING):
+    if from_status in QuotaRequest.RESERVING or to in QuotaRequest.RESERVING:
         hooks.quota_changed(quota_request.team_id)
     return event
 
@@ -264,14 +263,8 @@ def approve(quota_request, *, by, reason=""):
     # Lock the flavor and the request in one statement: approvals of one flavor
     # queue up here, so the capacity check and the status change below see every
     # earlier approval, and the status read is the request's as it is now.
-    locked = (
-        QuotaRequest.objects.select_for_update(of=("self", "flavor"))
-        .select_related("flavor")
-        .only("status", "flavor")
-        .get(pk=quota_request.pk)
-    )
-    flavor = quota_request.flavor = locked.flavor
-    quota_request.status = locked.status
+    _lock(quota_request, of=("self", "flavor"))
+    flavor = quota_request.flavor
     if quota_request.status != Status.PENDING:
         raise _illegal(quota_request, [Status.PENDING], Action.APPROVE)
     if quota_request.ends_at is not None and quota_request.ends_at <= now:
@@ -285,27 +278,38 @@ def approve(quota_request, *, by, reason=""):
     total = capacity_of(flavor)
     if peak + quota_request.gpus > total:
         raise CapacityExceeded(flavor, peak, quota_request.gpus, total)
-    decision = _move(
-        quota_request,
-        to=Status.APPROVED,
-        allowed_from=[Status.PENDING],
-        action=Action.APPROVE,
-        actor=by,
-        reason=reason,
-        locked=True,  # above, with the flavor
+    # A request whose period has begun goes straight on to active: one UPDATE (a
+    # compare-and-set, under the lock above) and one INSERT of both its events, so
+    # the history still reads approved, then activated.
+    started = quota_request.starts_at <= now
+    to = Status.ACTIVE if started else Status.APPROVED
+    QuotaRequest.objects.filter(pk=quota_request.pk, status=Status.PENDING).update(
+        status=to, updated_at=now
     )
+    quota_request.updated_at = now
+    decision = _event(quota_request, Action.APPROVE, Status.PENDING, Status.APPROVED, by, reason)
+    events = [decision]
+    if started:
+        events.append(_event(quota_request, Action.ACTIVATE, Status.APPROVED, Status.ACTIVE))
+    AuditEvent.objects.bulk_create(events)
+    hooks.quota_changed(quota_request.team_id)
+    quota_request.status = Status.APPROVED  # what the decision's notice tells
     notices.decided(quota_request, decision)
-    if quota_request.starts_at <= now:
-        # The approval above already queued the cluster's update.
-        _move(
-            quota_request,
-            to=Status.ACTIVE,
-            allowed_from=[Status.APPROVED],
-            action=Action.ACTIVATE,
-            notify=False,
-            locked=True,  # still, and moved by this transaction
-        )
+    quota_request.status = to
     return quota_request
+
+
+def _event(quota_request, action, from_status, to_status, actor=None, reason=""):
+    """An unsaved audit event of the request (several go in one INSERT)."""
+    return AuditEvent(
+        team_id=quota_request.team_id,
+        quota_request=quota_request,
+        action=action,
+        from_status=from_status,
+        to_status=to_status,
+        actor=actor,
+        reason=reason,
+    )
 
 
 @transaction.atomic

@@ -6,6 +6,7 @@ another team's request is a 404, never a 403.
 """
 
 from django.db.models import Prefetch, prefetch_related_objects
+from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -141,13 +142,25 @@ class QuotaRequestViewSet(
         fresh = self.get_queryset().get(pk=quota_request.pk)
         return Response(QuotaRequestDetailSerializer(fresh).data, status=status)
 
+    def _target(self, action):
+        """The request to act on. A reviewer sees every team's requests, and only
+        reviewers approve, reject or revoke: for them the action's read of the request,
+        under its lock, is the only one (one that is not there is a 404 from it).
+        Anyone else is told 404 or 403 from a read of what they may see first."""
+        if action != "cancel" and access.can_review(self.request.user):
+            return QuotaRequest(pk=int(self.kwargs["pk"]))
+        return self.get_object()
+
     def _transition(self, request, action_function):
-        quota_request = self.get_object()
+        quota_request = self._target(action_function.__name__)
         # Who may act is told before what they sent is judged (the action checks again).
         actions.require(action_function.__name__, request.user, quota_request)
         form = ReasonSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        action_function(quota_request, by=request.user, reason=form.validated_data["reason"])
+        try:
+            action_function(quota_request, by=request.user, reason=form.validated_data["reason"])
+        except QuotaRequest.DoesNotExist:
+            raise Http404 from None
         # The action moved the status on this instance (the only field a transition
         # changes): the answer reads the history alone again, one query.
         prefetch_related_objects([quota_request], _EVENTS)

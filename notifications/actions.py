@@ -17,9 +17,10 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import F, Q, Value
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from cluster.outbox import Outbox
 from notifications import outbound
@@ -206,26 +207,74 @@ def _create(pairs):
         )
         for hook, notice in pairs
     )
-    keys = [delivery.pk for delivery in created]
-    transaction.on_commit(lambda: deliveries.enqueue(keys), robust=True)
+    _send_on_commit([delivery.pk for delivery in created])
     return created
 
 
+# The task that queues a change's deliveries, named by its path (tasks sits above).
+ENQUEUE_TASK = "notifications.tasks.enqueue"
+
+
+def _send_on_commit(keys):
+    """After the commit, one message for all of them, which a worker queues a message
+    each (`deliveries.enqueue`): the request that made them neither writes their
+    `queued_at` nor sends a message per hook. Until then `queued_at` is empty, so a
+    message lost (with the process, or a broker that is down: logged) leaves them to
+    the next sweep; a sweep meanwhile sends them too, and the claim lets one message
+    do the work."""
+    if not keys:
+        return
+    send = import_string(ENQUEUE_TASK)  # now: a wrong path raises, not logged after commit
+    transaction.on_commit(lambda: send.apply_async((keys,), retry=False), robust=True)
+
+
+def _hearing(team_ids):
+    """The hooks that hear notices of these teams: the admins', and each team's own
+    unless the team is archived."""
+    return Q(team__isnull=True) | Q(team_id__in=team_ids, team__archived_at__isnull=True)
+
+
 def notice_posted(notice):
-    """hooks.on_notice: a delivery to the team's hook and the admins' (one query when
-    there are none, two when there are)."""
-    notices_posted([notice])
+    """hooks.on_notice: a delivery to the team's hook and the admins', made by one
+    INSERT ... SELECT over the hooks that hear it (one query, with hooks or none)."""
+    now = timezone.now()
+    template = Delivery(event=notice.event, body=payload(notice), next_attempt_at=now)
+    fields = [
+        field
+        for field in Delivery._meta.concrete_fields
+        if not field.primary_key and field.name != "webhook"
+    ]
+    # Every column of the new rows as the model would write it (defaults, auto_now_add),
+    # beside each hook's id.
+    hooks = (
+        Webhook.objects.filter(_hearing([notice.team_id]))
+        .annotate(
+            **{
+                f"new_{field.attname}": Value(field.pre_save(template, True), output_field=field)
+                for field in fields
+            }
+        )
+        .values_list("pk", *(f"new_{field.attname}" for field in fields))
+        .order_by("pk")
+    )
+    select, params = hooks.query.sql_with_params()
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(name) for name in ["webhook_id", *(f.column for f in fields)])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(Delivery._meta.db_table)} ({columns}) {select} RETURNING "
+            f"{quote(Delivery._meta.pk.column)}",
+            params,
+        )
+        keys = [key for (key,) in cursor.fetchall()]
+    _send_on_commit(keys)
 
 
 def notices_posted(notices):
     """The same for many notices (the lifecycle sweep): one query for the hooks, one
     INSERT for every delivery."""
     team_ids = {notice.team_id for notice in notices} - {None}
-    hooks = list(
-        Webhook.objects.filter(
-            Q(team__isnull=True) | Q(team_id__in=team_ids, team__archived_at__isnull=True)
-        )
-    )
+    hooks = list(Webhook.objects.filter(_hearing(team_ids)))
     if not hooks:
         return
     for_admins = [hook for hook in hooks if hook.team_id is None]

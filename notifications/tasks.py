@@ -12,6 +12,13 @@ def deliver(self, delivery_id):
         raise self.retry(countdown=delay, max_retries=None)
 
 
+@shared_task(name="notifications.enqueue", ignore_result=True)
+def enqueue(delivery_ids):
+    """The deliveries one change made, queued a message each (the web request that
+    made them sends this one message instead)."""
+    actions.deliveries.enqueue(delivery_ids)
+
+
 @shared_task(name="notifications.sweep", ignore_result=True)
 def sweep():
     return actions.sweep()

@@ -115,6 +115,15 @@ MATRIX = {
 }
 
 
+@pytest.mark.parametrize("pk", ["999999", "9" * 30])  # the second past any bigint
+@pytest.mark.parametrize("action", ["approve", "reject", "revoke"])
+def test_a_reviewer_acting_on_a_request_that_is_not_there_gets_404(admin_user, action, pk):
+    response = client_for(admin_user).post(f"{URL}{pk}/{action}/", {}, format="json")
+    assert response.status_code == 404
+    assert set(response.json()) == {"detail"}
+    assert AuditEvent.objects.count() == 0
+
+
 @pytest.mark.parametrize(
     ("action", "persona", "expected"),
     [(action, who, code) for action, codes in MATRIX.items() for who, code in codes.items()]
@@ -224,9 +233,17 @@ def test_it_only_takes_post(admin_user, pending, action):
     assert status_of(pending) == "pending"
 
 
+@pytest.mark.parametrize(
+    ("starts", "status", "actions_seen"),
+    [
+        ("next week", "approved", ["submit", "approve"]),
+        # Approved and activated at once: the same statements, both events in one INSERT.
+        ("now", "active", ["submit", "approve", "activate"]),
+    ],
+)
 def test_an_approval_costs_a_fixed_handful_of_queries_and_renders_no_email(
-    admin_user, alice, vision, h100, django_assert_max_num_queries,
-    django_capture_on_commit_callbacks,
+    admin_user, alice, vision, h100, django_assert_num_queries,
+    django_capture_on_commit_callbacks, starts, status, actions_seen,
 ):  # fmt: skip
     from django.core import mail
     from rest_framework.authtoken.models import Token
@@ -239,23 +256,26 @@ def test_an_approval_costs_a_fixed_handful_of_queries_and_renders_no_email(
     TeamSync.objects.create(team=vision, generation=1, synced_generation=1)
     Webhook.objects.create(team=vision, url="https://hooks.example.com/v", secret="x")
     Webhook.objects.create(team=None, url="https://hooks.example.com/a", secret="x")
-    quota_request = submit(vision, h100, alice, starts_at=next_week())
+    starts_at = next_week() if starts == "next week" else timezone.now()
+    quota_request = submit(vision, h100, alice, starts_at=starts_at)
     client = client_for()
     client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=admin_user).key}")
     mail.outbox.clear()
-    # 17: the token and its user; the reviewer's permissions (two, none for a superuser);
-    # the request; in the transaction (BEGIN and COMMIT, here a savepoint and its
-    # release): the request and its flavor locked, the reservations (quota, batch
-    # windows), the status moved, its audit event, the team's sync marked, the webhooks,
-    # their deliveries; the history for the answer; after the commit, the outbox's
-    # queued_at of the team's sync and of the deliveries, written just before their
-    # messages go out (so a message lost with the process is sent again at the next
-    # sweep). The decision email is a message too, rendered by a worker.
-    with django_assert_max_num_queries(17), django_capture_on_commit_callbacks(execute=True):
+    # 14: the token and its user; the reviewer's permissions (two, none for a superuser);
+    # in the transaction (BEGIN and COMMIT, here a savepoint and its release): the
+    # request with its team, flavor and requester read and locked with its flavor (the
+    # only read of it: a reviewer sees every request), the reservations (quota, batch
+    # windows), the status moved, its audit event, the team's sync marked, the
+    # deliveries made from the webhooks in one INSERT ... SELECT; after the commit, the
+    # team sync's queued_at, written just before its message goes out (so a message
+    # lost with the process is sent again at the next sweep); the history for the
+    # answer. The deliveries go out as one message a worker fans out, the decision
+    # email as another, rendered by a worker.
+    with django_assert_num_queries(14), django_capture_on_commit_callbacks(execute=True):
         response = client.post(f"{URL}{quota_request.pk}/approve/", {}, format="json")
     assert response.status_code == 200
-    assert response.json()["status"] == "approved"
-    assert [e["action"] for e in response.json()["events"]] == ["submit", "approve"]
+    assert response.json()["status"] == status == status_of(quota_request)
+    assert [e["action"] for e in response.json()["events"]] == actions_seen
     assert mail.outbox == []  # queued for a worker, not rendered in the request
     tasks.send_decision(AuditEvent.objects.get(action="approve").pk)  # what the worker runs
     assert mail.outbox[0].to == ["alice@example.com"]

@@ -104,6 +104,25 @@ def test_no_hooks_cost_one_query(vision, alice, h100, django_assert_num_queries)
         notice_posted(Notice("request_submitted", vision.pk, "t", "http://x/"))
 
 
+def test_a_notice_to_two_hooks_costs_one_query(
+    team_hook, admin_hook, receiver, nlp, vision, admin_user, django_assert_num_queries
+):
+    from gpu_requests.notices import Notice
+    from notifications.actions import notice_posted
+
+    actions.set_webhook(nlp, receiver.url + "&nlp=1", by=admin_user)
+    with django_assert_num_queries(1):  # INSERT ... SELECT over the hooks
+        notice_posted(Notice("request_submitted", vision.pk, "t", "http://x/"))
+    # The team's hook and the admins', not another team's.
+    assert sorted(Delivery.objects.values_list("webhook__team__slug", flat=True), key=str) == [
+        None,
+        "vision",
+    ]
+    assert set(Delivery.objects.values_list("status", "event", "attempts")) == {
+        ("pending", "request_submitted", 0)
+    }
+
+
 def test_a_failure_waits_a_doubling_backoff_then_gives_up(
     team_hook, receiver, vision, alice, h100, settings
 ):

@@ -49,3 +49,16 @@ def test_a_worker_gives_up_after_the_last_attempt(
     delivery = wait_for(lambda: settled(Delivery.objects.get().pk), timeout=30)
     assert (delivery.status, delivery.attempts, delivery.response_code) == ("failed", 3, 500)
     assert len(receiver.requests()) == 3  # PORTAL_WEBHOOK_MAX_ATTEMPTS=3
+
+
+def test_a_worker_delivers_a_change_to_the_team_and_the_admins(
+    webhook_workers, team_hook, admin_hook, receiver, vision, alice, h100
+):
+    # The request that made them sends one message; the worker queues one per hook.
+    webhook_workers.start("w1")
+    with transaction.atomic():
+        submit(vision, h100, alice)
+    for pk in Delivery.objects.values_list("pk", flat=True):
+        assert wait_for(lambda pk=pk: settled(pk), timeout=30).status == "delivered"
+    paths = sorted(request.path for request in receiver.requests())
+    assert paths == ["/hooks/portal?channel=gpu", "/hooks/portal?channel=gpu&admins=1"]

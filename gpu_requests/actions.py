@@ -85,8 +85,9 @@ def require(action, user, quota_request):
         raise NotAllowed(_DENIED[action])
 
 
-def _record(quota_request, *, action, from_status, to_status, actor=None, reason=""):
-    return AuditEvent.record(
+def _event(quota_request, action, from_status, to_status, actor=None, reason=""):
+    """An unsaved audit event of the request (`.save()` it, or several in one INSERT)."""
+    return AuditEvent(
         team_id=quota_request.team_id,
         subject=quota_request,
         action=action,
@@ -134,14 +135,8 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
     quota_request.updated_at = now
     from_status = quota_request.status
     quota_request.status = to
-    event = _record(
-        quota_request,
-        action=action,
-        from_status=from_status,
-        to_status=to,
-        actor=actor,
-        reason=reason,
-    )
+    event = _event(quota_request, action, from_status, to, actor, reason)
+    event.save()
     # Only a change of reserved quota concerns the cluster: a rejected or
     # cancelled request leaves it as it was.
     if from_status in QuotaRequest.RESERVING or to in QuotaRequest.RESERVING:
@@ -234,14 +229,8 @@ def submit(
         follow_kind=follow_kind if follows is not None else "",
     )
     kind = QuotaRequest.FollowKind(follow_kind).label.lower() if follows is not None else ""
-    _record(
-        quota_request,
-        action=Action.SUBMIT,
-        from_status="",
-        to_status=Status.PENDING,
-        actor=by,
-        reason=f"Asks for {kind} on #{follows.pk}" if follows is not None else "",
-    )
+    asks = f"Asks for {kind} on #{follows.pk}" if follows is not None else ""
+    _event(quota_request, Action.SUBMIT, "", Status.PENDING, by, asks).save()
     if follows is not None:
         AuditEvent.record(
             team_id=follows.team_id,
@@ -297,19 +286,6 @@ def approve(quota_request, *, by, reason=""):
     notices.decided(quota_request, decision)
     quota_request.status = to
     return quota_request
-
-
-def _event(quota_request, action, from_status, to_status, actor=None, reason=""):
-    """An unsaved audit event of the request (several go in one INSERT)."""
-    return AuditEvent(
-        team_id=quota_request.team_id,
-        quota_request=quota_request,
-        action=action,
-        from_status=from_status,
-        to_status=to_status,
-        actor=actor,
-        reason=reason,
-    )
 
 
 @transaction.atomic

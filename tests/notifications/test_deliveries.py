@@ -107,8 +107,8 @@ def test_no_hooks_cost_one_query(vision, alice, h100, django_assert_num_queries)
 def test_a_notice_to_two_hooks_costs_one_query(
     team_hook, admin_hook, receiver, nlp, vision, admin_user, django_assert_num_queries
 ):
-    from gpu_requests.notices import Notice
     from notifications.actions import notice_posted
+    from teams.notices import Notice
 
     actions.set_webhook(nlp, receiver.url + "&nlp=1", by=admin_user)
     with django_assert_num_queries(1):  # INSERT ... SELECT over the hooks

@@ -148,7 +148,6 @@ class AuditEvent(models.Model):
         MEMBER_REMOVE = "member_remove", "Member removed"
         ROLE_CHANGE = "role_change", "Role changed"
         COMMENT = "comment", "Commented"
-        CHANGE_CAPACITY = "change_capacity", "Capacity changed"
 
     # None for events of no team (a flavor's capacity changed).
     team = models.ForeignKey(

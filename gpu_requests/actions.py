@@ -17,14 +17,14 @@ from django.utils import timezone
 from cluster.capacity import capacity_of
 from cluster.models import CapacityAction, Flavor
 from gpu_requests import capacity, notices
-from gpu_requests.models import Comment, QuotaRequest, estimate_cost
+from gpu_requests.models import Comment, QuotaAction, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
-Action = AuditEvent.Action
+Action = QuotaAction
 
 # A request may start this far in the past: "now" typed into a form is a
 # few seconds old by the time it is submitted.

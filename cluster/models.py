@@ -8,7 +8,16 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from cluster import devices
-from teams.models import Team
+from teams.models import Team, register_audit_actions
+
+
+class CapacityAction(models.TextChoices):
+    """A flavor's capacity changed (cluster.capacity.change_capacity)."""
+
+    CHANGE_CAPACITY = "change_capacity", "Capacity changed"
+
+
+register_audit_actions(CapacityAction)
 
 # Extended resource names as the device plugins publish them.
 resource_name_validator = RegexValidator(

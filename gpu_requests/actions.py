@@ -15,16 +15,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from cluster.capacity import capacity_of
-from cluster.models import Flavor
+from cluster.models import CapacityAction, Flavor
 from gpu_requests import capacity, notices
-from gpu_requests.models import Comment, QuotaRequest, estimate_cost
+from gpu_requests.models import Comment, QuotaAction, QuotaRequest, estimate_cost
 from teams import access, hooks
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import AuditEvent
 
 Status = QuotaRequest.Status
-Action = AuditEvent.Action
+Action = QuotaAction
 
 # A request may start this far in the past: "now" typed into a form is a
 # few seconds old by the time it is submitted.
@@ -55,7 +55,7 @@ def record_capacity_change(flavor, old, gpus, *, by, reason):
         team=None,
         subject_type=ContentType.objects.get_for_model(Flavor),
         subject_id=str(flavor.pk),
-        action=Action.CHANGE_CAPACITY,
+        action=CapacityAction.CHANGE_CAPACITY,
         actor=by,
         reason=f"{flavor.name}: {old} -> {gpus} GPUs" + (f". {reason}" if reason else ""),
     )

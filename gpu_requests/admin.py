@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from cluster import capacity
 from cluster.models import Flavor
 from gpu_requests import actions
-from gpu_requests.models import QuotaRequest
+from gpu_requests.models import QuotaAction, QuotaRequest
 from teams import access, errors
 from teams.admin import ReadOnlyAdminMixin
 from teams.formats import money
@@ -143,9 +143,9 @@ class QuotaRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     readonly_fields = [field.name for field in QuotaRequest._meta.fields]
     inlines = [AuditEventInline]
     actions = [
-        _transition(AuditEvent.Action.APPROVE),
-        _transition(AuditEvent.Action.REJECT),
-        _transition(AuditEvent.Action.REVOKE),
+        _transition(QuotaAction.APPROVE),
+        _transition(QuotaAction.REJECT),
+        _transition(QuotaAction.REVOKE),
     ]
 
     def has_add_permission(self, request):

@@ -9,7 +9,24 @@ from django.urls import reverse
 
 from cluster.models import Flavor
 from teams.inputs import MAX_TEXT_LENGTH
-from teams.models import AuditHistory, Team
+from teams.models import AuditHistory, Team, register_audit_actions
+
+
+class QuotaAction(models.TextChoices):
+    """A quota request's audit actions (gpu_requests.actions)."""
+
+    SUBMIT = "submit", "Submitted"
+    APPROVE = "approve", "Approved"
+    REJECT = "reject", "Rejected"
+    CANCEL = "cancel", "Cancelled"
+    REVOKE = "revoke", "Revoked"
+    ACTIVATE = "activate", "Activated"
+    EXPIRE = "expire", "Expired"
+    FOLLOW_UP = "follow_up", "Follow-up asked"
+    COMMENT = "comment", "Commented"
+
+
+register_audit_actions(QuotaAction)
 
 
 def estimate_cost(gpus, starts_at, ends_at, price_per_gpu_hour):

@@ -28,7 +28,7 @@ from cluster.models import Flavor
 from gpu_requests import actions, capacity, timeline
 from gpu_requests.filters import RequestFilter
 from gpu_requests.forms import FlavorPropertiesForm, QuotaRequestForm, flavor_offers
-from gpu_requests.models import QuotaRequest
+from gpu_requests.models import QuotaAction, QuotaRequest
 from teams import access, errors, hooks, inputs
 from teams.forms import ReasonForm
 from teams.models import AuditEvent
@@ -226,7 +226,7 @@ _LATEST_DECISIONS = f"""
         SELECT event.id FROM {AuditEvent._meta.db_table} event
         WHERE event.team_id = teams.id
             AND event.subject_type_id = %s AND event.actor_id IS NOT NULL
-            AND NOT (event.action = '{AuditEvent.Action.SUBMIT}')
+            AND NOT (event.action = '{QuotaAction.SUBMIT}')
         ORDER BY event.created_at DESC, event.id DESC LIMIT %s
     ) latest
 """
@@ -255,7 +255,7 @@ def _recent_events(team_ids, per_team=10):
             AuditEvent.objects.filter(
                 team_id__in=team_ids, subject_type=request_type, actor__isnull=False
             )
-            .exclude(action=AuditEvent.Action.SUBMIT)
+            .exclude(action=QuotaAction.SUBMIT)
             .annotate(rank=Window(RowNumber(), partition_by=[F("team_id")], order_by=newest_first))
             .filter(rank__lte=per_team)
         )

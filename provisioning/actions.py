@@ -19,14 +19,14 @@ from cluster import kube
 from cluster.outbox import Outbox
 from provisioning import manifests
 from provisioning.desired import desired_state, desired_states, digest, object_hash, object_key
-from provisioning.models import TeamSync
+from provisioning.models import ProvisioningAction, TeamSync
 from teams import access, errors
 from teams.models import AuditEvent
 
 log = logging.getLogger(__name__)
 
 Status = TeamSync.Status
-Action = AuditEvent.Action
+Action = ProvisioningAction
 MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY}"
 
 team_sync = Outbox(

@@ -1,7 +1,18 @@
 from django.db import models
 
 from cluster.outbox import OutboxRow
-from teams.models import SyncStatus, Team
+from teams.models import SyncStatus, Team, register_audit_actions
+
+
+class ProvisioningAction(models.TextChoices):
+    """What the cluster sync did to a team's namespace (provisioning.actions)."""
+
+    SYNC_FAILED = "sync_failed", "Sync failed"
+    DRIFT_REPAIRED = "drift_repaired", "Drift repaired"
+    DELETE_NAMESPACE = "delete_namespace", "Namespace deleted"
+
+
+register_audit_actions(ProvisioningAction)
 
 
 class TeamSync(OutboxRow):

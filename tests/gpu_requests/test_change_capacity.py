@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 
 from cluster import capacity
-from cluster.models import Flavor, FlavorCapacity
+from cluster.models import CapacityAction, Flavor, FlavorCapacity
 from gpu_requests import actions
 from teams import errors
 from teams.models import AuditEvent
@@ -27,7 +27,7 @@ def approved(vision, alice, admin_user, h100):
 
 
 def capacity_events():
-    return AuditEvent.objects.filter(action=AuditEvent.Action.CHANGE_CAPACITY)
+    return AuditEvent.objects.filter(action=CapacityAction.CHANGE_CAPACITY)
 
 
 def test_it_refuses_to_go_below_what_is_approved_and_says_where(approved, admin_user, h100):

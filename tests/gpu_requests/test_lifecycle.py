@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from gpu_requests import actions
-from gpu_requests.models import QuotaRequest
+from gpu_requests.models import QuotaAction, QuotaRequest
 from gpu_requests.tasks import advance_lifecycle
 from teams import actions as team_actions
 from teams import errors
@@ -279,7 +279,7 @@ def test_the_sweep_is_set_based_one_event_per_request_one_mark_per_team(
         moved = actions.advance_lifecycle(now=later)
     assert moved == {"expired": 0, "activated": 9}
     assert QuotaRequest.objects.filter(status=Status.ACTIVE).count() == 9
-    events = AuditEvent.objects.filter(action=AuditEvent.Action.ACTIVATE)
+    events = AuditEvent.objects.filter(action=QuotaAction.ACTIVATE)
     assert (
         sorted(event.subject.team.slug for event in events) == ["t0"] * 3 + ["t1"] * 3 + ["t2"] * 3
     )
@@ -301,4 +301,4 @@ def test_the_sweep_moves_many_in_batches(admin_user, alice, vision, h100, monkey
     assert moved == {"expired": 0, "activated": 10}
     ended = actions.advance_lifecycle(now=timezone.now() + timedelta(days=30))
     assert ended == {"expired": 10, "activated": 0}
-    assert AuditEvent.objects.filter(action=AuditEvent.Action.EXPIRE).count() == 10
+    assert AuditEvent.objects.filter(action=QuotaAction.EXPIRE).count() == 10

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpu_requests import actions, views
+from gpu_requests.models import QuotaAction
 from provisioning import actions as provisioning_actions
 from provisioning.models import TeamSync
 from teams import actions as team_actions
@@ -306,7 +307,7 @@ def test_recent_events_are_each_teams_newest_decisions(db, alice, carol, bob, vi
         actions.cancel(submit(vision, h100, alice, gpus=1), by=carol)
     for _ in range(3):
         actions.cancel(submit(nlp, h100, bob, gpus=1), by=bob)
-    cancels = AuditEvent.objects.filter(action=AuditEvent.Action.CANCEL)
+    cancels = AuditEvent.objects.filter(action=QuotaAction.CANCEL)
     cancels = cancels.order_by("-created_at", "-pk")
     expected = [*cancels.filter(team=vision)[:10], *cancels.filter(team=nlp)]
     found = list(views._recent_events([vision.pk, nlp.pk]))

@@ -5,8 +5,7 @@ from datetime import timedelta
 from django.urls import reverse
 
 from gpu_requests import actions
-from gpu_requests.models import QuotaRequest
-from teams.models import AuditEvent
+from gpu_requests.models import QuotaAction, QuotaRequest
 from tests.factories import next_week, submit
 
 NEW = reverse("request_new")
@@ -58,7 +57,7 @@ def test_a_follow_up_is_a_linked_request_and_both_histories_show_the_chain(
     assert response.status_code == 302
     assert follow_up.status == "pending" and follow_up.follow_kind == "more_time"
     assert follow_up.events.get().reason == f"Asks for more time on #{held.pk}"
-    chain = held.events.get(action=AuditEvent.Action.FOLLOW_UP)
+    chain = held.events.get(action=QuotaAction.FOLLOW_UP)
     assert chain.reason == f"#{follow_up.pk} asks for more time" and chain.actor == alice
     page = client.get(reverse("request_detail", args=[held.pk])).content.decode()
     assert f'<a href="/requests/{follow_up.pk}/">#{follow_up.pk}</a> more time' in page

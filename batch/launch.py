@@ -47,15 +47,16 @@ def job_namespace(team):
 
 
 def running_allotment(team_ids):
-    """(team id, resource name, GPUs) of released and running jobs: the batch part of
-    each team's namespace quota (registered with hooks.on_extra_quota). One query."""
+    """(team id, flavor slug, resource name, GPUs) of released and running jobs: the
+    batch part of each team's namespace quota (registered with hooks.on_extra_quota).
+    One query."""
     rows = (
         BatchJob.objects.filter(team_id__in=team_ids, status__in=BatchJob.HOLDING)
-        .values("team_id", "flavor__resource_name")
+        .values("team_id", "flavor__slug", "flavor__resource_name")
         .annotate(gpus=Sum(F("gpus") * F("parallelism")))
         .order_by()
     )
-    return [(r["team_id"], r["flavor__resource_name"], r["gpus"]) for r in rows]
+    return [(r["team_id"], r["flavor__slug"], r["flavor__resource_name"], r["gpus"]) for r in rows]
 
 
 # --- the Job wanted for a job ---

@@ -30,6 +30,7 @@ from kubernetes import config as k8s_config
 log = logging.getLogger(__name__)
 
 APPLY_PATCH = "application/apply-patch+yaml"
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 
 # kind -> (URL prefix of its API group, plural, namespaced)
 KINDS = {
@@ -51,7 +52,17 @@ KINDS = {
     "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    # Admission policies (provisioning.policies): GA since 1.30 (validating) and 1.36
+    # (mutating); kubesim serves neither.
+    "ValidatingAdmissionPolicy": (ADMISSION, "validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": (ADMISSION, "validatingadmissionpolicybindings", False),
+    "MutatingAdmissionPolicy": (ADMISSION, "mutatingadmissionpolicies", False),
+    "MutatingAdmissionPolicyBinding": (ADMISSION, "mutatingadmissionpolicybindings", False),
 }
+OPTIONAL_GROUPS = {ADMISSION, "/apis/resource.k8s.io/v1"}
+# How long what the server serves (`Cluster.serves`) is trusted: an upgrade that
+# starts serving a kind is seen within this.
+DISCOVERY_TTL = 300
 
 
 class ClusterError(Exception):
@@ -149,6 +160,7 @@ class Cluster:
         self.retries = retries
         self.backoff = backoff
         self.max_retry_wait = max_retry_wait
+        self._served = {}  # API group-version path -> (resource plurals, when read)
 
     def close(self):
         self.api_client.close()
@@ -229,6 +241,25 @@ class Cluster:
     def path_of(cls, obj):
         meta = obj["metadata"]
         return cls.path(obj["kind"], meta["name"], meta.get("namespace"))
+
+    def serves(self, kind):
+        """Whether the server serves `kind`. The core, apps, batch, RBAC and networking
+        kinds every server has; for the others, its group-version's discovery
+        document, one GET per group-version and DISCOVERY_TTL (a 404: not served)."""
+        prefix, plural, _ = KINDS[kind]
+        if prefix not in OPTIONAL_GROUPS:
+            return True
+        plurals, read_at = self._served.get(prefix, (None, 0.0))
+        if plurals is None or time.monotonic() - read_at > DISCOVERY_TTL:
+            try:
+                document = self.call("GET", prefix)
+            except PermanentClusterError as exc:
+                if exc.status != 404:
+                    raise
+                document = {}
+            plurals = {r.get("name") for r in document.get("resources") or []}
+            self._served[prefix] = (plurals, time.monotonic())
+        return plural in plurals
 
     def get(self, kind, name, namespace=None):
         """The live object, or None if there is none. One API call."""

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Sum
+from django.urls import reverse
 
+from cluster.devices import is_dra_quota_resource
 from cluster.models import Flavor
 from gpu_requests.models import QuotaRequest
-from provisioning import manifests
+from provisioning import manifests, policies
 from teams import hooks
 from teams.models import Membership, Team
 from teams.namespaces import namespace_of
@@ -24,6 +26,10 @@ class Desired:
     team_id: int
     slug: str
     gpus_by_resource: dict = field(default_factory=dict)
+    # What the team holds of each flavor now ({slug: GPUs}), and the catalog's
+    # flavors the admission policies tell apart (provisioning.policies).
+    held_by_flavor: dict = field(default_factory=dict)
+    policy_flavors: list = field(default_factory=list)
     user_names: list = field(default_factory=list)
     archived: bool = False
     namespace_deleted: bool = False
@@ -45,14 +51,21 @@ class Desired:
         """The team's objects, or none once its namespace was deleted on purpose."""
         if self.namespace_deleted:
             return []
-        return manifests.team_objects(
+        prefix = settings.PORTAL_NAMESPACE_PREFIX
+        holdings = policies.holdings_annotations(self.policy_flavors, self.held_by_flavor)
+        objects = manifests.team_objects(
             team_slug=self.slug,
-            prefix=settings.PORTAL_NAMESPACE_PREFIX,
+            prefix=prefix,
             gpus_by_resource=self.gpus_by_resource,
             subjects=self.subjects(),
             cluster_role=settings.PORTAL_RBAC_CLUSTER_ROLE,
             namespace_labels=settings.PORTAL_NAMESPACE_LABELS,
             namespace_annotations=settings.PORTAL_NAMESPACE_ANNOTATIONS,
+            quota_annotations=holdings,
+        )
+        request_url = settings.PORTAL_BASE_URL.rstrip("/") + reverse("request_new")
+        return objects + policies.team_policies(
+            self.policy_flavors, self.slug, prefix, request_url=request_url
         )
 
     def digest(self):
@@ -75,23 +88,35 @@ def digest(objects, hashes=None):
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
 
 
-def catalog_resources():
-    """Every resource name of the catalog (one query).
+def catalog():
+    """(every resource name of the catalog, the flavors the admission policies tell
+    apart): one query.
 
     A quota caps only the keys it lists, so each team's quota lists them all:
     at zero unless the team holds active quota for it. Without that, a team
     granted MIG slices could run any number of whole GPUs.
     """
-    return sorted(set(Flavor.objects.values_list("resource_name", flat=True)))
+    rows = Flavor.objects.values_list("slug", "name", "resource_name", "node_selector")
+    flavors = [policies.PolicyFlavor.of(*row) for row in rows.order_by("slug")]
+    resources = sorted({f.resource_name for f in flavors})
+    return resources, [f for f in flavors if not is_dra_quota_resource(f.resource_name)]
 
 
 def _add_extra_quota(states):
     """Add what other apps hold in the namespaces (hooks.on_extra_quota), archived teams aside."""
     live = [team_id for team_id, state in states.items() if not state.archived]
-    for team_id, by_resource in hooks.extra_quota(live).items():
-        gpus = states[team_id].gpus_by_resource
-        for resource, count in by_resource.items():
-            gpus[resource] = gpus.get(resource, 0) + count
+    for team_id, held in hooks.extra_holdings(live).items():
+        state = states[team_id]
+        for (flavor, resource), count in held.items():
+            state.gpus_by_resource[resource] = state.gpus_by_resource.get(resource, 0) + count
+            state.held_by_flavor[flavor] = state.held_by_flavor.get(flavor, 0) + count
+
+
+def _hold(state, row):
+    """Add an active-quota row (a flavor's GPUs) to the team's quota and holdings."""
+    resource = row["flavor__resource_name"]
+    state.gpus_by_resource[resource] = state.gpus_by_resource.get(resource, 0) + row["gpus"]
+    state.held_by_flavor[row["flavor__slug"]] = row["gpus"]
 
 
 def desired_states(team_ids=None):
@@ -101,12 +126,13 @@ def desired_states(team_ids=None):
     teams = Team.objects.all()
     if team_ids is not None:
         teams = teams.filter(pk__in=team_ids)
-    catalog = catalog_resources()
+    resources, policy_flavors = catalog()
     states = {
         team_id: Desired(
             team_id,
             slug,
-            gpus_by_resource=dict.fromkeys(catalog, 0),
+            gpus_by_resource=dict.fromkeys(resources, 0),
+            policy_flavors=policy_flavors,
             archived=archived_at is not None,
         )
         for team_id, slug, archived_at in teams.values_list("pk", "slug", "archived_at")
@@ -116,8 +142,9 @@ def desired_states(team_ids=None):
     active = QuotaRequest.objects.filter(status=QuotaRequest.Status.ACTIVE, team__archived_at=None)
     if team_ids is not None:
         active = active.filter(team_id__in=list(states))
-    for row in active.values("team_id", "flavor__resource_name").annotate(gpus=Sum("gpus")):
-        states[row["team_id"]].gpus_by_resource[row["flavor__resource_name"]] = row["gpus"]
+    rows = active.values("team_id", "flavor__slug", "flavor__resource_name")
+    for row in rows.annotate(gpus=Sum("gpus")).order_by():
+        _hold(states[row["team_id"]], row)
     _add_extra_quota(states)
 
     deleted = TeamSync.objects.filter(team_id__in=states, namespace_deleted_at__isnull=False)
@@ -137,18 +164,24 @@ def desired_state(team_id, row=None):
     queries in group mode (three in users mode)."""
     if row is None:
         return desired_states([team_id])[team_id]
-    state = Desired(team_id, row.team.slug, gpus_by_resource=dict.fromkeys(catalog_resources(), 0))
+    resources, policy_flavors = catalog()
+    state = Desired(
+        team_id,
+        row.team.slug,
+        gpus_by_resource=dict.fromkeys(resources, 0),
+        policy_flavors=policy_flavors,
+    )
     state.archived = row.team.archived_at is not None
     state.namespace_deleted = row.namespace_deleted_at is not None
     active = (
         QuotaRequest.objects.filter(team_id=team_id, status=QuotaRequest.Status.ACTIVE)
-        .values("flavor__resource_name")
+        .values("flavor__slug", "flavor__resource_name")
         .annotate(gpus=Sum("gpus"))
         .order_by()
     )
     if not state.archived:
         for item in active:
-            state.gpus_by_resource[item["flavor__resource_name"]] = item["gpus"]
+            _hold(state, item)
         _add_extra_quota({team_id: state})
     if settings.PORTAL_RBAC_SUBJECTS == "users" and not state.archived:
         members = Membership.objects.filter(team_id=team_id, user__is_active=True)

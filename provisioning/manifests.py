@@ -79,11 +79,16 @@ def quota_hard(gpus_by_resource):
     }
 
 
-def resource_quota(namespace, team_slug, gpus_by_resource):
+def resource_quota(namespace, team_slug, gpus_by_resource, annotations=None):
+    """The team's quota; `annotations` are what it holds of each flavor, the
+    parameters of its admission policies (provisioning/policies.py)."""
+    metadata = _metadata(QUOTA_NAME, namespace, team_slug)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
-        "metadata": _metadata(QUOTA_NAME, namespace, team_slug),
+        "metadata": metadata,
         "spec": {"hard": quota_hard(gpus_by_resource)},
     }
 
@@ -154,12 +159,13 @@ def team_objects(
     default_requests=None,
     namespace_labels=None,
     namespace_annotations=None,
+    quota_annotations=None,
 ):
     """Every object a team gets, namespace first (the others live in it)."""
     ns = namespace_of(team_slug, prefix)
     return [
         namespace(team_slug, prefix, labels=namespace_labels, annotations=namespace_annotations),
-        resource_quota(ns, team_slug, gpus_by_resource),
+        resource_quota(ns, team_slug, gpus_by_resource, quota_annotations),
         limit_range(ns, team_slug, default_requests),
         role_binding(ns, team_slug, subjects, cluster_role),
         network_policy(ns, team_slug),

@@ -59,5 +59,16 @@ class TeamSync(OutboxRow):
         return f"{self.team} {self.status} (generation {self.synced_generation}/{self.generation})"
 
     @property
+    def flavor_rules(self):
+        """How the team's GPU flavors are enforced on the cluster, from what the sync
+        applied: "pinned" (the validating and the mutating admission policy),
+        "enforced" (the validating one), "" (neither: the server serves no admission
+        policies, or the team was never synced)."""
+        kinds = {key.partition("/")[0] for key in self.applied}
+        if "ValidatingAdmissionPolicyBinding" not in kinds:
+            return ""
+        return "pinned" if "MutatingAdmissionPolicyBinding" in kinds else "enforced"
+
+    @property
     def is_failing(self):
         return self.status == self.Status.FAILING

@@ -112,17 +112,29 @@ def quota_changed_many(team_ids):
 
 def on_extra_quota(provider):
     """Quota a team's namespace holds beyond its active requests (batch jobs while they
-    run): `provider(team_ids)` yields (team_id, resource_name, gpus). Who changes what a
-    provider yields calls `quota_changed(team_id)`, as for any change of quota."""
+    run): `provider(team_ids)` yields (team_id, flavor slug, resource_name, gpus). Who
+    changes what a provider yields calls `quota_changed(team_id)`, as for any change of
+    quota."""
     return _register(_extra_quota, provider)
 
 
-def extra_quota(team_ids):
-    """{team_id: {resource_name: gpus}} summed over the providers (a query or so each)."""
+def extra_holdings(team_ids):
+    """{team_id: {(flavor slug, resource_name): gpus}} summed over the providers (a
+    query or so each)."""
     extra = {}
     for provider in _extra_quota:
-        for team_id, resource, gpus in provider(team_ids):
-            by_resource = extra.setdefault(team_id, {})
+        for team_id, flavor, resource, gpus in provider(team_ids):
+            held = extra.setdefault(team_id, {})
+            held[flavor, resource] = held.get((flavor, resource), 0) + gpus
+    return extra
+
+
+def extra_quota(team_ids):
+    """{team_id: {resource_name: gpus}} summed over the providers."""
+    extra = {}
+    for team_id, held in extra_holdings(team_ids).items():
+        by_resource = extra.setdefault(team_id, {})
+        for (_, resource), gpus in held.items():
             by_resource[resource] = by_resource.get(resource, 0) + gpus
     return extra
 

@@ -227,6 +227,13 @@ def probe_resource_k8s_io(api, backend):
     return message(api("GET", "/apis/resource.k8s.io/v1/deviceclasses"))
 
 
+def probe_admission_policies(api, backend):
+    return "; ".join(
+        message(api("GET", f"/apis/admissionregistration.k8s.io/v1/{plural}"))
+        for plural in ("validatingadmissionpolicies", "mutatingadmissionpolicies")
+    )
+
+
 def probe_pod_security(api, backend):
     ns = namespace(api, "restricted", {"pod-security.kubernetes.io/enforce": "restricted"})
     privileged = pod("root")

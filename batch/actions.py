@@ -302,8 +302,19 @@ def cancel(job, *, by, reason=""):
     and the GPU-time it held so far is recorded as used, as when a job finishes."""
     if not can_cancel(by, job):
         raise NotAllowed("Only the submitter, a team manager or an admin can cancel this job.")
-    now = clock.now()
     job.refresh_from_db(fields=["status", "started_at", "released_at"])
+    running = _cancel(job, by=by, reason=reason, now=clock.now())
+    launch.changed([job.pk])
+    if running:
+        hooks.quota_changed(job.team_id)  # its batch allotment ends with it
+    transaction.on_commit(lambda: request_plan("job cancelled"))
+    return job
+
+
+def _cancel(job, *, by, reason, now):
+    """The cancel itself, from the status the caller read (`job.status`): the one
+    compare-and-set, and the GPU-time a released or running job held so far recorded
+    as used. True if it was on the cluster (its Job must go, its allotment ends)."""
     fields = {"finished_at": now}
     running = job.status in BatchJob.HOLDING
     if running:
@@ -319,11 +330,39 @@ def cancel(job, *, by, reason=""):
         reason=reason,
         **fields,
     )
-    launch.changed([job.pk])
-    if running:
-        hooks.quota_changed(job.team_id)  # its batch allotment ends with it
-    transaction.on_commit(lambda: request_plan("job cancelled"))
-    return job
+    return running
+
+
+def team_archived(team, *, by, reason):
+    """An archived team's batch work ends with it (`teams.actions.archive_team`'s hook,
+    in its transaction): its queued and planned jobs are cancelled, and its released
+    and running ones stopped through the same cancel (their Jobs deleted by the sync,
+    the GPU-time so far charged), each with the archiving's reason in its history.
+    The plan is made again right here, so the capacity they held in their
+    occurrences goes to other teams' work as the archiving commits, not at a later
+    tick. A planner run's worth of queries when the team had work planned or
+    running, a few when it had none."""
+    # The planner's lock first, then the jobs' rows: the order planner runs take
+    # them in, so a run waiting here cannot hold a row this needs.
+    PlannerState.locked()
+    team_jobs = list(
+        BatchJob.objects.select_for_update()
+        .filter(team_id=team.pk, status__in=CANCELLABLE)
+        .order_by("pk")
+    )
+    if not team_jobs:
+        return
+    now = clock.now()
+    why = f"{team.name} was archived: {reason}" if reason else f"{team.name} was archived."
+    held_capacity = False
+    for job in team_jobs:
+        held_capacity |= job.status != Status.QUEUED  # planned, released or running
+        _cancel(job, by=by, reason=why, now=now)
+    # Planned Jobs (suspended) and running ones are deleted from the team's namespace;
+    # the allotment of the running ones goes with the team's quota (archive_team).
+    launch.changed([job.pk for job in team_jobs])
+    if held_capacity:
+        replan(reason="team archived", now=now)
 
 
 @transaction.atomic

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils.module_loading import import_string
 
-from batch import emails, jobs, launch, occurrences, planner, validation
+from batch import emails, jobs, launch, manifests, occurrences, planner, validation
 from batch.models import (
     BatchJob,
     BatchWindow,
@@ -28,7 +28,7 @@ from batch.models import (
     WindowCapacity,
 )
 from cluster import clock
-from cluster.capacity import capacity_of
+from cluster.capacity import capacity_of, capacity_where
 from cluster.models import Flavor
 from gpu_requests import capacity as quota_capacity
 from teams import access, hooks
@@ -104,22 +104,56 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
 WINDOW_SOURCE = "batch window"
 
 
-def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=None, now=None):
-    """Refuse batch capacity larger than its flavor, and, for an enabled window, capacity
-    that at the busiest instant of an occurrence would exceed the flavor's capacity
-    minus approved/active quota and the other windows' batch capacity. The occurrences
-    are looked at as far ahead as approvals see them (gpu_requests.capacity.horizon),
-    so the two checks agree. Four queries."""
+def hostable_capacity(flavor, *, spot_allowed):
+    """GPUs of `flavor` that a window's jobs can be placed on: its capacity less the
+    devices on nodes they are kept off (spot nodes, when the window does not allow
+    spot: the rule the Job's affinity writes, `manifests.may_run_on`). Two queries
+    when spot is not allowed, none when it is."""
+    if spot_allowed:
+        return capacity_of(flavor)
+    label = settings.PORTAL_BATCH_SPOT_LABEL
+    return capacity_where(
+        flavor, lambda labels: manifests.may_run_on(labels, spot_allowed=False, spot_label=label)
+    )
+
+
+def _refuse_capacity(message):
+    raise ValidationError({"capacity": [message]})
+
+
+def check_capacity(
+    window_name, rule, capacity, *, spot_allowed, enabled=True, exclude_window=None, now=None
+):
+    """Refuse batch capacity larger than its flavor, or than the GPUs its jobs can be
+    placed on (a window without spot on a flavor whose nodes are spot can never run:
+    refused, as is setting aside more than the flavor's other nodes hold), and, for an
+    enabled window, capacity that at the busiest instant of an occurrence would exceed
+    the flavor's capacity minus approved/active quota and the other windows' batch
+    capacity. The occurrences are looked at as far ahead as approvals see them
+    (gpu_requests.capacity.horizon), so the two checks agree. The one check of a
+    window's capacity: the API (through `save_window`) and the admin's form call it.
+    Four queries, and two per flavor without spot."""
     for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
         total = capacity_of(flavor)
         if gpus > total:
-            raise ValidationError(
-                {
-                    "capacity": [
-                        f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but the "
-                        f"flavor has {total}."
-                    ]
-                }
+            _refuse_capacity(
+                f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but the "
+                f"flavor has {total}."
+            )
+        hostable = hostable_capacity(flavor, spot_allowed=spot_allowed)
+        spot = settings.PORTAL_BATCH_SPOT_LABEL
+        if hostable == 0:
+            _refuse_capacity(
+                f"{flavor.name}: no node can run {window_name}'s jobs: the flavor's "
+                f"{total} GPUs are all on spot nodes ({spot}) and the window does not allow "
+                "spot. Allow spot, or set none of this flavor aside."
+            )
+        if gpus > hostable:
+            _refuse_capacity(
+                f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but only "
+                f"{hostable} of the flavor's {total} are on nodes its jobs can use (the "
+                f"others are spot nodes, {spot}, and the window does not allow spot), so "
+                f"at most {hostable} can be."
             )
     if not enabled or not capacity:
         return
@@ -176,6 +210,10 @@ def save_window(window, *, by, capacity, **fields):
         fields["name"],
         rule,
         capacity,
+        # A partial update keeps the window's own setting.
+        spot_allowed=fields.get(
+            "spot_allowed", window.spot_allowed if window is not None else False
+        ),
         enabled=fields.get("enabled", True),
         exclude_window=window,
     )

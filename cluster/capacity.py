@@ -19,7 +19,7 @@ capacity through `change_capacity`; every reader asks `capacity_of`.
 from django.db import transaction
 from django.utils import timezone
 
-from cluster.models import Flavor
+from cluster.models import Flavor, FlavorCapacity, GpuNode
 from teams import access
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 
@@ -44,6 +44,21 @@ def capacity_of(flavor):
     """Devices of `flavor` on the cluster: what approvals and batch windows may
     reserve (the inventory's count, or an admin's override or catalog entry)."""
     return flavor.capacity
+
+
+def capacity_where(flavor, hosts):
+    """Of `capacity_of(flavor)`, the devices on nodes whose labels `hosts(labels)`
+    accepts: the capacity less the devices the inventory last counted on Ready,
+    schedulable nodes serving the flavor (`FlavorCapacity.nodes`, the nodes
+    `inventory.node_serves_flavor` matched) that `hosts` refuses. Without an
+    inventory (or with an override the inventory does not show yet), only the nodes
+    seen can be refused. Two queries."""
+    nodes = FlavorCapacity.objects.filter(flavor=flavor).values_list("nodes", flat=True).first()
+    seen = GpuNode.objects.filter(name__in=list(nodes or {}), ready=True, cordoned=False)
+    refused = sum(
+        nodes[name] for name, labels in seen.values_list("name", "labels") if not hosts(labels)
+    )
+    return max(capacity_of(flavor) - refused, 0)
 
 
 class OverCommitted(ActionError):

@@ -28,7 +28,7 @@ from batch.models import (
     WindowCapacity,
 )
 from cluster import clock
-from cluster.capacity import capacity_of, capacity_where
+from cluster.capacity import capacities_where, capacity_of, capacity_where
 from cluster.models import Flavor
 from gpu_requests import capacity as quota_capacity
 from teams import access, hooks
@@ -111,10 +111,22 @@ def hostable_capacity(flavor, *, spot_allowed):
     when spot is not allowed, none when it is."""
     if spot_allowed:
         return capacity_of(flavor)
-    label = settings.PORTAL_BATCH_SPOT_LABEL
-    return capacity_where(
-        flavor, lambda labels: manifests.may_run_on(labels, spot_allowed=False, spot_label=label)
-    )
+    return capacity_where(flavor, _off_spot)
+
+
+def _off_spot(labels):
+    """A node a job of a window without spot may land on."""
+    spot_label = settings.PORTAL_BATCH_SPOT_LABEL
+    return manifests.may_run_on(labels, spot_allowed=False, spot_label=spot_label)
+
+
+def usable_capacities(windows):
+    """{flavor id: GPUs} the windows without spot among `windows` ([(window,
+    occurrences, capacity)]) can use of each of their flavors now (`hostable_capacity`,
+    for all at once): the inventory may have changed since they were saved. Two
+    queries, none when every window allows spot."""
+    flavor_ids = {f for window, _, capacity in windows if not window.spot_allowed for f in capacity}
+    return capacities_where(flavor_ids, _off_spot) if flavor_ids else {}
 
 
 def _refuse_capacity(message):
@@ -459,9 +471,14 @@ def request_plan(reason):
         log.warning("could not queue a planner run (the tick will): %s", exc)
 
 
-def _slots(windows):
+def _slots(windows, usable):
+    """A slot per occurrence and flavor; a window without spot counts only the GPUs
+    its jobs can land on now (`usable`, from `usable_capacities`), and a flavor of
+    which it can use none gives no slot: a job planned there would never start."""
     slots = []
     for window, found, capacity in windows:
+        if not window.spot_allowed:
+            capacity = {f: min(gpus, usable.get(f, gpus)) for f, gpus in capacity.items()}
         for occurrence in found:
             label = f"{window.name}, {occurrences.label(occurrence, window.timezone)}"
             slots.extend(
@@ -469,6 +486,7 @@ def _slots(windows):
                     window.pk, flavor_id, occurrence.opens_at, occurrence.closes_at, gpus, label
                 )
                 for flavor_id, gpus in capacity.items()
+                if gpus
             )
     return slots
 
@@ -513,7 +531,7 @@ def plan_inputs(now, state):
     # Occurrences opening within the lead time are counted for no-starvation
     # for good: the run at the lead time plans the Jobs it creates suspended.
     inputs = {
-        "slots": _slots(windows),
+        "slots": _slots(windows, usable_capacities(windows)),
         "jobs": to_plan,
         "now": now,
         "holds": _holds(now),

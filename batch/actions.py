@@ -297,7 +297,13 @@ def validate_job(data, *, by, now=None):
         errors["team"] = [f"{team.name} is archived and takes no new work."]
     prefixes = list(ImageRule.objects.values_list("prefix", flat=True))
     windows = windows_with_occurrences(now, now + horizon())
-    errors |= validation.job_errors(data, prefixes=prefixes, windows=windows)
+    flavor = data.get("flavor")
+    usable = None
+    if isinstance(flavor, Flavor) and not data.get("spot_allowed"):
+        usable = hostable_capacity(flavor, spot_allowed=False)  # two queries
+    errors |= validation.job_errors(
+        data, prefixes=prefixes, windows=windows, usable_without_spot=usable
+    )
     return errors, windows
 
 

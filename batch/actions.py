@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils.module_loading import import_string
 
-from batch import emails, jobs, launch, occurrences, planner, validation
+from batch import emails, jobs, launch, manifests, occurrences, planner, validation
 from batch.models import (
     BatchJob,
     BatchWindow,
@@ -28,7 +28,7 @@ from batch.models import (
     WindowCapacity,
 )
 from cluster import clock
-from cluster.capacity import capacity_of
+from cluster.capacity import capacities_where, capacity_of, capacity_where
 from cluster.models import Flavor
 from gpu_requests import capacity as quota_capacity
 from teams import access, hooks
@@ -104,22 +104,68 @@ def batch_reservations(flavor_ids, starts_at, ends_at, *, exclude_window=None):
 WINDOW_SOURCE = "batch window"
 
 
-def check_capacity(window_name, rule, capacity, *, enabled=True, exclude_window=None, now=None):
-    """Refuse batch capacity larger than its flavor, and, for an enabled window, capacity
-    that at the busiest instant of an occurrence would exceed the flavor's capacity
-    minus approved/active quota and the other windows' batch capacity. The occurrences
-    are looked at as far ahead as approvals see them (gpu_requests.capacity.horizon),
-    so the two checks agree. Four queries."""
+def hostable_capacity(flavor, *, spot_allowed):
+    """GPUs of `flavor` that a window's jobs can be placed on: its capacity less the
+    devices on nodes they are kept off (spot nodes, when the window does not allow
+    spot: the rule the Job's affinity writes, `manifests.may_run_on`). Two queries
+    when spot is not allowed, none when it is."""
+    if spot_allowed:
+        return capacity_of(flavor)
+    return capacity_where(flavor, _off_spot)
+
+
+def _off_spot(labels):
+    """A node a job of a window without spot may land on."""
+    spot_label = settings.PORTAL_BATCH_SPOT_LABEL
+    return manifests.may_run_on(labels, spot_allowed=False, spot_label=spot_label)
+
+
+def usable_capacities(windows):
+    """{flavor id: GPUs} the windows without spot among `windows` ([(window,
+    occurrences, capacity)]) can use of each of their flavors now (`hostable_capacity`,
+    for all at once): the inventory may have changed since they were saved. Two
+    queries, none when every window allows spot."""
+    flavor_ids = {f for window, _, capacity in windows if not window.spot_allowed for f in capacity}
+    return capacities_where(flavor_ids, _off_spot) if flavor_ids else {}
+
+
+def _refuse_capacity(message):
+    raise ValidationError({"capacity": [message]})
+
+
+def check_capacity(
+    window_name, rule, capacity, *, spot_allowed, enabled=True, exclude_window=None, now=None
+):
+    """Refuse batch capacity larger than its flavor, or than the GPUs its jobs can be
+    placed on (a window without spot on a flavor whose nodes are spot can never run:
+    refused, as is setting aside more than the flavor's other nodes hold), and, for an
+    enabled window, capacity that at the busiest instant of an occurrence would exceed
+    the flavor's capacity minus approved/active quota and the other windows' batch
+    capacity. The occurrences are looked at as far ahead as approvals see them
+    (gpu_requests.capacity.horizon), so the two checks agree. The one check of a
+    window's capacity: the API (through `save_window`) and the admin's form call it.
+    Four queries, and two per flavor without spot."""
     for flavor, gpus in sorted(capacity.items(), key=lambda item: item[0].name):
         total = capacity_of(flavor)
         if gpus > total:
-            raise ValidationError(
-                {
-                    "capacity": [
-                        f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but the "
-                        f"flavor has {total}."
-                    ]
-                }
+            _refuse_capacity(
+                f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but the "
+                f"flavor has {total}."
+            )
+        hostable = hostable_capacity(flavor, spot_allowed=spot_allowed)
+        spot = settings.PORTAL_BATCH_SPOT_LABEL
+        if hostable == 0:
+            _refuse_capacity(
+                f"{flavor.name}: no node can run {window_name}'s jobs: the flavor's "
+                f"{total} GPUs are all on spot nodes ({spot}) and the window does not allow "
+                "spot. Allow spot, or set none of this flavor aside."
+            )
+        if gpus > hostable:
+            _refuse_capacity(
+                f"{flavor.name}: {window_name} would set {gpus} GPUs aside, but only "
+                f"{hostable} of the flavor's {total} are on nodes its jobs can use (the "
+                f"others are spot nodes, {spot}, and the window does not allow spot), so "
+                f"at most {hostable} can be."
             )
     if not enabled or not capacity:
         return
@@ -176,6 +222,10 @@ def save_window(window, *, by, capacity, **fields):
         fields["name"],
         rule,
         capacity,
+        # A partial update keeps the window's own setting.
+        spot_allowed=fields.get(
+            "spot_allowed", window.spot_allowed if window is not None else False
+        ),
         enabled=fields.get("enabled", True),
         exclude_window=window,
     )
@@ -247,7 +297,13 @@ def validate_job(data, *, by, now=None):
         errors["team"] = [f"{team.name} is archived and takes no new work."]
     prefixes = list(ImageRule.objects.values_list("prefix", flat=True))
     windows = windows_with_occurrences(now, now + horizon())
-    errors |= validation.job_errors(data, prefixes=prefixes, windows=windows)
+    flavor = data.get("flavor")
+    usable = None
+    if isinstance(flavor, Flavor) and not data.get("spot_allowed"):
+        usable = hostable_capacity(flavor, spot_allowed=False)  # two queries
+    errors |= validation.job_errors(
+        data, prefixes=prefixes, windows=windows, usable_without_spot=usable
+    )
     return errors, windows
 
 
@@ -302,8 +358,19 @@ def cancel(job, *, by, reason=""):
     and the GPU-time it held so far is recorded as used, as when a job finishes."""
     if not can_cancel(by, job):
         raise NotAllowed("Only the submitter, a team manager or an admin can cancel this job.")
-    now = clock.now()
     job.refresh_from_db(fields=["status", "started_at", "released_at"])
+    running = _cancel(job, by=by, reason=reason, now=clock.now())
+    launch.changed([job.pk])
+    if running:
+        hooks.quota_changed(job.team_id)  # its batch allotment ends with it
+    transaction.on_commit(lambda: request_plan("job cancelled"))
+    return job
+
+
+def _cancel(job, *, by, reason, now):
+    """The cancel itself, from the status the caller read (`job.status`): the one
+    compare-and-set, and the GPU-time a released or running job held so far recorded
+    as used. True if it was on the cluster (its Job must go, its allotment ends)."""
     fields = {"finished_at": now}
     running = job.status in BatchJob.HOLDING
     if running:
@@ -319,11 +386,39 @@ def cancel(job, *, by, reason=""):
         reason=reason,
         **fields,
     )
-    launch.changed([job.pk])
-    if running:
-        hooks.quota_changed(job.team_id)  # its batch allotment ends with it
-    transaction.on_commit(lambda: request_plan("job cancelled"))
-    return job
+    return running
+
+
+def team_archived(team, *, by, reason):
+    """An archived team's batch work ends with it (`teams.actions.archive_team`'s hook,
+    in its transaction): its queued and planned jobs are cancelled, and its released
+    and running ones stopped through the same cancel (their Jobs deleted by the sync,
+    the GPU-time so far charged), each with the archiving's reason in its history.
+    The plan is made again right here, so the capacity they held in their
+    occurrences goes to other teams' work as the archiving commits, not at a later
+    tick. A planner run's worth of queries when the team had work planned or
+    running, a few when it had none."""
+    # The planner's lock first, then the jobs' rows: the order planner runs take
+    # them in, so a run waiting here cannot hold a row this needs.
+    PlannerState.locked()
+    team_jobs = list(
+        BatchJob.objects.select_for_update()
+        .filter(team_id=team.pk, status__in=CANCELLABLE)
+        .order_by("pk")
+    )
+    if not team_jobs:
+        return
+    now = clock.now()
+    why = f"{team.name} was archived: {reason}" if reason else f"{team.name} was archived."
+    held_capacity = False
+    for job in team_jobs:
+        held_capacity |= job.status != Status.QUEUED  # planned, released or running
+        _cancel(job, by=by, reason=why, now=now)
+    # Planned Jobs (suspended) and running ones are deleted from the team's namespace;
+    # the allotment of the running ones goes with the team's quota (archive_team).
+    launch.changed([job.pk for job in team_jobs])
+    if held_capacity:
+        replan(reason="team archived", now=now)
 
 
 @transaction.atomic
@@ -382,9 +477,14 @@ def request_plan(reason):
         log.warning("could not queue a planner run (the tick will): %s", exc)
 
 
-def _slots(windows):
+def _slots(windows, usable):
+    """A slot per occurrence and flavor; a window without spot counts only the GPUs
+    its jobs can land on now (`usable`, from `usable_capacities`), and a flavor of
+    which it can use none gives no slot: a job planned there would never start."""
     slots = []
     for window, found, capacity in windows:
+        if not window.spot_allowed:
+            capacity = {f: min(gpus, usable.get(f, gpus)) for f, gpus in capacity.items()}
         for occurrence in found:
             label = f"{window.name}, {occurrences.label(occurrence, window.timezone)}"
             slots.extend(
@@ -392,6 +492,7 @@ def _slots(windows):
                     window.pk, flavor_id, occurrence.opens_at, occurrence.closes_at, gpus, label
                 )
                 for flavor_id, gpus in capacity.items()
+                if gpus
             )
     return slots
 
@@ -436,7 +537,7 @@ def plan_inputs(now, state):
     # Occurrences opening within the lead time are counted for no-starvation
     # for good: the run at the lead time plans the Jobs it creates suspended.
     inputs = {
-        "slots": _slots(windows),
+        "slots": _slots(windows, usable_capacities(windows)),
         "jobs": to_plan,
         "now": now,
         "holds": _holds(now),

@@ -95,6 +95,7 @@ class WindowForm(forms.ModelForm):
                     cleaned["name"],
                     rule,
                     cleaned["capacity"],
+                    spot_allowed=bool(cleaned.get("spot_allowed")),
                     enabled=bool(cleaned.get("enabled")),
                     exclude_window=self.instance if self.instance.pk else None,
                 )

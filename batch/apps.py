@@ -15,3 +15,6 @@ class BatchConfig(AppConfig):
         capacity.register_reservations(actions.batch_reservations)
         # The team's namespace quota holds its released and running batch jobs.
         hooks.on_extra_quota(launch.running_allotment)
+        # An archived team's queued, planned and running jobs are cancelled, and the
+        # capacity they held planned again for others, in the archiving's transaction.
+        hooks.on_team_archived(actions.team_archived)

@@ -75,6 +75,15 @@ def _env(entries):
     return env
 
 
+def may_run_on(labels, *, spot_allowed, spot_label):
+    """True if the pods of a job with `spot_allowed` (the job's and its window's) may
+    land on a node with `labels`, as far as spot goes: the rule the affinity of
+    `_spot_scheduling` writes (`NotIn` the spot label's value: a node without the key
+    is not spot)."""
+    key, _, value = spot_label.partition("=")
+    return spot_allowed or labels.get(key) != value
+
+
 def _spot_scheduling(spot_allowed, spot_label):
     """Tolerate and prefer spot nodes where allowed; keep off them where not."""
     key, _, value = spot_label.partition("=")

@@ -160,9 +160,10 @@ def _whole(value, field, low, high):
     return {}
 
 
-def job_errors(data, *, prefixes, windows):
+def job_errors(data, *, prefixes, windows, usable_without_spot=None):
     """Errors of a job's fields. `windows`: [(window, occurrence list, capacity by flavor id)]
-    for the enabled windows, over the planning horizon."""
+    for the enabled windows, over the planning horizon. `usable_without_spot`: the
+    flavor's GPUs on nodes a job without spot may land on (None: not known)."""
     errors = {}
     if message := name_errors(data.get("name")):
         errors["name"] = message
@@ -216,6 +217,18 @@ def job_errors(data, *, prefixes, windows):
             f"{total} GPUs at once (GPUs x parallelism) is more than any window gives: "
             f"at most {most} {flavor.name}."
         ]
+    elif usable_without_spot is not None and not data.get("spot_allowed"):
+        # Kept off spot nodes (the Job's affinity), it can only use the others.
+        if usable_without_spot == 0:
+            errors["spot_allowed"] = [
+                f"{flavor.name}'s nodes are all spot: a job that may not run on spot would "
+                "never start. Allow spot, or pick another flavor."
+            ]
+        elif total > usable_without_spot:
+            errors["gpus"] = [
+                f"Without spot, {total} GPUs at once is more than {flavor.name}'s other nodes "
+                f"hold: at most {usable_without_spot}. Allow spot, or ask for fewer."
+            ]
     longest = max((o.duration for _, occ, _ in fitting for o in occ), default=None)
     if longest is not None and maximum * 60 > longest.total_seconds():
         errors["max_runtime_minutes"] = [

@@ -19,7 +19,7 @@ capacity through `change_capacity`; every reader asks `capacity_of`.
 from django.db import transaction
 from django.utils import timezone
 
-from cluster.models import Flavor
+from cluster.models import Flavor, FlavorCapacity, GpuNode
 from teams import access
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 
@@ -44,6 +44,42 @@ def capacity_of(flavor):
     """Devices of `flavor` on the cluster: what approvals and batch windows may
     reserve (the inventory's count, or an admin's override or catalog entry)."""
     return flavor.capacity
+
+
+def capacity_where(flavor, hosts):
+    """Of `capacity_of(flavor)`, the devices on nodes whose labels `hosts(labels)`
+    accepts: the capacity less the devices the inventory last counted on Ready,
+    schedulable nodes serving the flavor (`FlavorCapacity.nodes`, the nodes
+    `inventory.node_serves_flavor` matched) that `hosts` refuses. Without an
+    inventory (or with an override the inventory does not show yet), only the nodes
+    seen can be refused. Two queries."""
+    nodes = FlavorCapacity.objects.filter(flavor=flavor).values_list("nodes", flat=True).first()
+    kept_off = _kept_off({flavor.pk: nodes or {}}, hosts)
+    return max(capacity_of(flavor) - kept_off[flavor.pk], 0)
+
+
+def capacities_where(flavor_ids, hosts):
+    """{flavor id: `capacity_where(flavor, hosts)`} of the flavors the inventory has
+    seen among `flavor_ids` (the others: nothing to refuse). Two queries."""
+    flavors = list(
+        Flavor.objects.filter(pk__in=flavor_ids, inventory__isnull=False).select_related(
+            "inventory"
+        )
+    )
+    kept_off = _kept_off({f.pk: f.inventory.nodes or {} for f in flavors}, hosts)
+    return {f.pk: max(capacity_of(f) - kept_off[f.pk], 0) for f in flavors}
+
+
+def _kept_off(nodes_by_flavor, hosts):
+    """{flavor id: devices on its Ready, schedulable nodes whose labels `hosts`
+    refuses}, from {flavor id: {node: devices}}. One query."""
+    names = {name for nodes in nodes_by_flavor.values() for name in nodes}
+    seen = GpuNode.objects.filter(name__in=names, ready=True, cordoned=False)
+    refused = {name for name, labels in seen.values_list("name", "labels") if not hosts(labels)}
+    return {
+        flavor_id: sum(devices for name, devices in nodes.items() if name in refused)
+        for flavor_id, nodes in nodes_by_flavor.items()
+    }
 
 
 class OverCommitted(ActionError):

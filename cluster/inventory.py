@@ -536,6 +536,8 @@ class GpuNodeFigures:
     taints: list = field(default_factory=list)
     cordoned: bool = False
     ready: bool = True
+    # The node's labels, so what runs where (spot, zones) can be asked of the rows.
+    labels: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -568,6 +570,7 @@ def gpu_node_figures(node, held, dra=None):
         taints=spec.get("taints") or [],
         cordoned=bool(spec.get("unschedulable")),
         ready=is_ready(node),
+        labels=dict(labels),
     )
 
 

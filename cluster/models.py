@@ -215,6 +215,8 @@ class GpuNode(models.Model):
     taints = models.JSONField(default=list)
     cordoned = models.BooleanField(default=False)
     ready = models.BooleanField(default=True)
+    # The node's labels as the inventory saw them: spot or not, zone, pool.
+    labels = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField()
 
     class Meta:

@@ -31,7 +31,8 @@ Events:
 - members changed: who belongs to the team changed (the Django admin);
 - team archived: `teams.actions.archive_team` asks the apps that hold something
   of the team to give it up (gpu_requests revokes its reserved quota), in its
-  transaction, before it records the archiving;
+  transaction, before it records the archiving (batch cancels the team's jobs,
+  running ones too, and plans the capacity they held again);
 - notice: people are told something (a request submitted, decided or commented
   on): `gpu_requests.notices` sends the email after commit and hands the same
   `Notice` to each callback here, in the transaction (the webhooks record

@@ -1,6 +1,7 @@
 """Admin pages for windows and the image allowlist: through the actions' checks."""
 
 from batch.models import BatchWindow, ImageRule
+from cluster import actions as cluster_actions
 
 
 def window_form(**overrides):
@@ -45,6 +46,24 @@ def test_the_admin_form_shows_rule_and_capacity_errors(client, admin_user, h100)
     response = client.post("/admin/batch/batchwindow/add/", window_form(capacity_text="h100=17"))
     assert "would set 17 GPUs aside, but the flavor has 16" in response.content.decode()
     assert not BatchWindow.objects.exists()
+
+
+def test_the_admin_refuses_a_window_without_spot_on_an_all_spot_flavor(
+    client, admin_user, demo_flavors, backend
+):
+    cluster_actions.record_inventory()  # the demo cluster's L4 nodes are all spot
+    admin_user.is_superuser = True
+    admin_user.save()
+    client.force_login(admin_user)
+    form = window_form(capacity_text="l4=8")
+    del form["spot_allowed"]  # an unticked box is not sent
+    response = client.post("/admin/batch/batchwindow/add/", form)
+    assert response.status_code == 200
+    assert "L4: no node can run Weekend&#x27;s jobs" in response.content.decode()
+    assert not BatchWindow.objects.exists()
+    response = client.post("/admin/batch/batchwindow/add/", window_form(capacity_text="l4=8"))
+    assert response.status_code == 302
+    assert BatchWindow.objects.get().spot_allowed
 
 
 def test_the_allowlist_refuses_a_prefix_that_is_not_one(client, admin_user):

@@ -1,11 +1,13 @@
 """batch-jobs/: create, bad input as field errors, visibility, cancel, planning."""
 
+from datetime import time
 from decimal import Decimal
 
 import pytest
 
 from batch import actions
 from batch.models import BatchJob
+from cluster import actions as cluster_actions
 from tests.api.conftest import client_for
 from tests.batch.conftest import job_data
 
@@ -133,3 +135,52 @@ def test_list_filters(ready, alice):
     assert client_for(alice).get(URL, {"status": "bogus"}).status_code == 400
     assert client_for(alice).get(URL, {"window": "x"}).status_code == 400
     assert client_for(alice).get(URL, {"team": "vision"}).json()["count"] == 1
+
+
+def test_a_job_without_spot_on_an_all_spot_flavor_is_a_field_error(
+    allowlist, vision, alice, admin_user, demo_flavors, backend, client
+):
+    # The demo cluster's L4 nodes are all spot: a job kept off spot never starts there.
+    cluster_actions.record_inventory()
+    actions.save_window(
+        None,
+        by=admin_user,
+        capacity={demo_flavors["l4"]: 8},
+        name="Nights",
+        timezone="UTC",
+        days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+        start_time=time(22),
+        end_time=time(6),
+        exceptions=[],
+        price_factor="0.5",
+        spot_allowed=True,
+    )
+    response = client_for(alice).post(URL, job_data(flavor="l4"), format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["spot_allowed"] == [
+        "L4's nodes are all spot: a job that may not run on spot would never start. Allow "
+        "spot, or pick another flavor."
+    ]
+    # The page's form says the same, beside the box.
+    client.force_login(alice)
+    page = client.post(
+        "/batch/jobs/new/",
+        {
+            "team": vision.pk,
+            "name": "train",
+            "flavor": demo_flavors["l4"].pk,
+            "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+            "command": "python\ntrain.py",
+            "gpus": 2,
+            "parallelism": 1,
+            "completions": 1,
+            "expected_runtime_minutes": 60,
+            "priority": 0,
+        },
+    )
+    assert page.status_code == 200
+    assert "L4&#x27;s nodes are all spot" in page.content.decode()
+    assert not BatchJob.objects.exists()
+
+    allowed = client_for(alice).post(URL, job_data(flavor="l4", spot_allowed=True), format="json")
+    assert allowed.status_code == 201, allowed.content

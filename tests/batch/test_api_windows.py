@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 
 from batch.models import BatchWindow
+from cluster import actions as cluster_actions
 from tests.api.conftest import client_for
-from tests.factories import submit
+from tests.factories import FlavorFactory, submit
 
 URL = "/api/v1/batch-windows/"
 
@@ -105,3 +106,56 @@ def test_an_admin_updates_a_window(admin_user, h100):
     assert response.status_code == 200, response.content
     assert response.json()["capacity"] == {"h100": 6}
     assert response.json()["enabled"] is False
+
+
+# --- windows whose jobs no node can take ---
+#
+# The demo cluster's L4 pool is all spot (karpenter.sh/capacity-type=spot); a Job of
+# a window without spot is kept off those nodes (manifests.may_run_on), so such a
+# window could never run. The inventory says which nodes serve which flavor.
+
+SPOT = "karpenter.sh/capacity-type=spot"
+
+
+def test_a_window_without_spot_on_an_all_spot_flavor_is_refused(admin_user, demo_flavors, backend):
+    cluster_actions.record_inventory()
+    client = client_for(admin_user)
+    response = client.post(URL, window_data(capacity={"l4": 8}, spot_allowed=False), format="json")
+    assert response.status_code == 400, response.content
+    (message,) = response.json()["capacity"]
+    assert message == (
+        f"L4: no node can run Weekend's jobs: the flavor's 24 GPUs are all on spot nodes "
+        f"({SPOT}) and the window does not allow spot. Allow spot, or set none of this "
+        "flavor aside."
+    )
+    assert not BatchWindow.objects.exists()
+
+    created = client.post(URL, window_data(capacity={"l4": 8}, spot_allowed=True), format="json")
+    assert created.status_code == 201, created.content
+    url = f"{URL}{created.json()['id']}/"
+    refused = client.patch(url, {"spot_allowed": False}, format="json")
+    assert refused.status_code == 400 and "capacity" in refused.json(), refused.content
+    assert BatchWindow.objects.get().spot_allowed is True
+
+
+def test_a_window_without_spot_counts_only_the_nodes_its_jobs_can_use(
+    admin_user, demo_flavors, backend
+):
+    # Any nvidia.com/gpu node: H100, A100, T4 on demand, L4 on spot.
+    any_gpu = FlavorFactory(slug="any-gpu", name="Any GPU", node_selector={}, capacity=0)
+    cluster_actions.record_inventory()
+    any_gpu.refresh_from_db()
+    on_demand = any_gpu.capacity - 24
+    assert on_demand > 0
+    client = client_for(admin_user)
+    too_many = window_data(capacity={"any-gpu": on_demand + 1}, spot_allowed=False)
+    response = client.post(URL, too_many, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["capacity"] == [
+        f"Any GPU: Weekend would set {on_demand + 1} GPUs aside, but only {on_demand} of the "
+        f"flavor's {any_gpu.capacity} are on nodes its jobs can use (the others are spot "
+        f"nodes, {SPOT}, and the window does not allow spot), so at most {on_demand} can be."
+    ]
+    fitting = window_data(capacity={"any-gpu": on_demand}, spot_allowed=False)
+    response = client.post(URL, fitting, format="json")
+    assert response.status_code == 201, response.content

@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 
 import kubernetes_validate
 
-from batch.manifests import batch_job
+from batch.manifests import batch_job, may_run_on
+from cluster.inventory import node_selected
 
 SPOT = "karpenter.sh/capacity-type=spot"
 
@@ -81,6 +82,23 @@ def test_a_job_without_spot_is_kept_off_spot_nodes():
     assert required["nodeSelectorTerms"][0]["matchExpressions"] == [
         {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]}
     ]
+
+
+def test_the_capacity_checks_keep_jobs_off_the_nodes_the_affinity_does():
+    # Windows' and jobs' capacity counts nodes by may_run_on: the same nodes the
+    # Job's required affinity admits, read by the inventory's NodeSelector rule.
+    pod = build()["spec"]["template"]["spec"]
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    for labels in (
+        {},
+        {"karpenter.sh/capacity-type": "spot"},
+        {"karpenter.sh/capacity-type": "on-demand"},
+        {"cloud.google.com/gke-spot": "true"},  # not the portal's label: not kept off
+    ):
+        node = {"metadata": {"name": "n", "labels": labels}}
+        admitted = node_selected(node, required["nodeSelectorTerms"])
+        assert may_run_on(labels, spot_allowed=False, spot_label=SPOT) == admitted, labels
+        assert may_run_on(labels, spot_allowed=True, spot_label=SPOT)
 
 
 def test_a_spot_job_tolerates_prefers_spot_and_ignores_disruptions():

@@ -105,6 +105,7 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
             gpu_model="NVIDIA-H100-80GB-HBM3",
             allocatable={"nvidia.com/gpu": 8},
             allocated={"nvidia.com/gpu": 4},
+            labels={**H100, "kubesim.io/pool": "h100"},
         ),
         GpuNodeFigures(
             name="gpu-h100-1",
@@ -114,6 +115,7 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
             allocated={"nvidia.com/gpu": 2},
             taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
             cordoned=True,
+            labels={**H100, "karpenter.sh/nodepool": "h100-spot"},
         ),
         GpuNodeFigures(
             name="gpu-a100-0",
@@ -121,6 +123,7 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
             allocatable={"nvidia.com/gpu": 8},
             allocated={"nvidia.com/gpu": 1},
             ready=False,
+            labels=A100,
         ),
     ]
 

@@ -67,7 +67,8 @@ class PolicyFlavor:
 
     @property
     def annotation(self):
-        return HOLDINGS_PREFIX + self.slug
+        # An annotation's name ends with a letter or digit; a slug may end with - or _.
+        return HOLDINGS_PREFIX + self.slug + ("" if self.slug[-1:].isalnum() else "0")
 
     @property
     def selector_text(self):
@@ -179,7 +180,9 @@ def _variables(flavors):
 
 
 def _var(flavor):
-    return flavor.slug.replace("-", "_")
+    """The flavor's name in CEL variables: its slug with - and _ as CEL allows
+    (`a-b` and `a_b` differ), never starting with a digit."""
+    return "f_" + flavor.slug.replace("_", "__").replace("-", "_d")
 
 
 def _holding_text(flavor):

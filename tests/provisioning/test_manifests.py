@@ -4,7 +4,7 @@ Kubernetes schemas of the oldest and newest versions we support."""
 import kubernetes_validate
 import pytest
 
-from provisioning import manifests
+from provisioning import manifests, policies
 
 SUPPORTED_VERSIONS = ["1.30", kubernetes_validate.latest_version().rsplit(".", 1)[0]]
 
@@ -198,3 +198,50 @@ def test_the_dra_example_is_valid_kubernetes():
     # resource.k8s.io/v1 is in the schemas from 1.34 (GA) on.
     for obj in dra_example():
         kubernetes_validate.validate(obj, SUPPORTED_VERSIONS[-1], strict=True)
+
+
+# --- the GPU flavor admission policies (provisioning/policies.py) ---
+
+POLICY_FLAVORS = [
+    policies.PolicyFlavor.of("h100", "H100", "nvidia.com/gpu", {"gpu": "h100"}),
+    policies.PolicyFlavor.of("t4-", "T4", "nvidia.com/gpu", {"gpu": "t4"}),
+    policies.PolicyFlavor.of("mig", "MIG 1g", "nvidia.com/mig-1g.10gb", {"gpu": "a100"}),
+]
+
+
+def test_the_policies_are_valid_kubernetes():
+    objects = policies.team_policies(POLICY_FLAVORS, "vision", "", request_url="https://p/new/")
+    assert [o["kind"] for o in objects] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    ]
+    for obj in objects:
+        # MutatingAdmissionPolicy's v1 schema is 1.36's; the validating one is 1.30's.
+        kubernetes_validate.validate(obj, SUPPORTED_VERSIONS[-1], strict=True)
+    quota = manifests.resource_quota(
+        "vision",
+        "vision",
+        {"nvidia.com/gpu": 3},
+        policies.holdings_annotations(POLICY_FLAVORS, {"h100": 1, "t4-": 2}),
+    )
+    kubernetes_validate.validate(quota, SUPPORTED_VERSIONS[-1], strict=True)
+    assert quota["metadata"]["annotations"] == {
+        "gpu-portal.io/gpus.h100": "1",
+        "gpu-portal.io/gpus.mig": "0",
+        "gpu-portal.io/gpus.t4-0": "2",
+    }
+
+
+def test_only_a_shared_resource_name_needs_a_flavor_chosen():
+    policy = policies.validating_policy(POLICY_FLAVORS, request_url="https://p/new/")
+    pinned = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert pinned["pinned_f_mig"] == "true"  # its resource name is its flavor
+    assert "variables.selector" in pinned["pinned_f_h100"]
+    # One "choose a flavor" rule for nvidia.com/gpu, one "at most what is held" per flavor.
+    assert len(policy["spec"]["validations"]) == 1 + 3
+
+
+def test_no_policies_without_a_flavor_they_could_tell_apart():
+    assert policies.team_policies([], "vision", "", request_url="https://p/new/") == []

@@ -289,32 +289,44 @@ def validating_binding(team_slug, prefix=""):
 
 def _pin(members):
     """A pod asking for a shared resource name with no flavor chosen: the node
-    selector of the one flavor of it the team holds, or nothing."""
+    selector of the one flavor of it the team holds (`{}` for none or several)."""
     choices = "{}"
     for flavor in reversed(members):
         selector = _lit(dict(flavor.node_selector))
         choices = f"(variables.held_{_var(flavor)} > 0 ? {selector} : {choices})"
     holding = " + ".join(f"(variables.held_{_var(f)} > 0 ? 1 : 0)" for f in members)
-    return choices, holding
+    return f"({holding}) == 1 ? {choices} : {{}}"
+
+
+# A pod's nodeSelector is an atomic map, which an apply configuration may not
+# change: JSON patches add the labels, one by one to a selector the pod has.
+ADD_LABELS = (
+    "size(variables.{pin}) == 0 ? []"
+    " : has(object.spec.nodeSelector) ? variables.{pin}.map(k, JSONPatch{{op: 'add',"
+    " path: '/spec/nodeSelector/' + jsonpatch.escapeKey(k), value: variables.{pin}[k]}})"
+    " : [JSONPatch{{op: 'add', path: '/spec/nodeSelector', value: variables.{pin}}}]"
+)
 
 
 def mutating_policy(flavors):
     """Pins a GPU pod that names no flavor to the only flavor of its resource name
     the team holds (Kubernetes 1.36+: admissionregistration.k8s.io/v1)."""
     flavors = sorted(flavors, key=lambda f: f.slug)
-    mutations = []
+    variables, mutations = _variables(flavors), []
     for index, (_, members) in enumerate(_by_resource(flavors)):
         if len(members) < 2 or not all(f.node_selector for f in members):
             continue
-        choices, holding = _pin(members)
         unpinned = " && ".join(f"!variables.pinned_{_var(f)}" for f in members)
+        variables.append(
+            {
+                "name": f"pin{index}",
+                "expression": f"variables.ask{index} > 0 && {unpinned} ? ({_pin(members)}) : {{}}",
+            }
+        )
         mutations.append(
             {
-                "patchType": "ApplyConfiguration",
-                "applyConfiguration": {
-                    "expression": f"variables.ask{index} > 0 && {unpinned} && ({holding}) == 1"
-                    f" ? Object{{spec: Object.spec{{nodeSelector: {choices}}}}} : Object{{}}"
-                },
+                "patchType": "JSONPatch",
+                "jsonPatch": {"expression": ADD_LABELS.format(pin=f"pin{index}")},
             }
         )
     return {
@@ -327,7 +339,7 @@ def mutating_policy(flavors):
             "matchConstraints": {
                 "resourceRules": [{**TEMPLATE_RULES[0], "operations": ["CREATE"]}]
             },
-            "variables": _variables(flavors),
+            "variables": variables,
             "mutations": mutations,
             "reinvocationPolicy": "Never",
         },

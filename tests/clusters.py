@@ -273,6 +273,20 @@ class KubernetesBackend(Backend):
         for plural in ("resourceslices", "deviceclasses"):
             with contextlib.suppress(urllib.error.HTTPError):
                 self.plane.call("DELETE", f"/apis/resource.k8s.io/v1/{plural}")
+        # The portal's admission policies and bindings (cluster-scoped): the next test
+        # creates them afresh, as a new cluster would.
+        for plural in (
+            "validatingadmissionpolicybindings",
+            "validatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+            "mutatingadmissionpolicies",
+        ):
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.call(
+                    "DELETE",
+                    f"/apis/admissionregistration.k8s.io/v1/{plural}"
+                    "?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpu-portal",
+                )
         in_default = ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges")
         for kind in (*in_default, "rbac.authorization.k8s.io/v1/rolebindings"):
             prefix = "/api" if kind.startswith("v1/") else "/apis"

@@ -310,6 +310,8 @@ def group_of(path):
 def used(requests, role_bindings):
     needed = set()
     for r in requests:
+        if r["resource"] is None:
+            continue  # discovery (is a group-version served?): every user may ask
         resource = r["resource"] + (f"/{r['subresource']}" if r.get("subresource") else "")
         key = (group_of(r["path"]), resource)
         needed.add((*key, r["verb"], None))

@@ -49,6 +49,12 @@ REFUSED = re.compile(
     r'User "[^"]*" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)" in API group '
     r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)'
 )
+# The registry's check that who writes an admission policy (or its binding) may read
+# its parameters: refused as 422 Invalid, not 403 (pkg/registry/admissionregistration).
+PARAM_READ = re.compile(
+    r'must have "get" permission on all objects of the referenced paramKind \(kind=(?P<kind>\w+)'
+    r'|does not have "get" permission on the object referenced by paramRef'
+)
 CONTEXT = "gpu-portal"  # the context of the kubeconfigs written for the portal and users
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
@@ -386,6 +392,18 @@ def _request_of(event: dict) -> dict:
             "subresource": "",
             "namespace": ref.get("namespace", ""),
             **fields,
+        }
+    elif entry["status"] == 422 and (checked := PARAM_READ.search(status.get("message") or "")):
+        spec = (event.get("requestObject") or {}).get("spec") or {}
+        ref = spec.get("paramRef") or {}
+        kind = checked["kind"] or "ResourceQuota"  # a binding's parameter: the team's quota
+        entry["forbidden"] = {
+            "verb": "get",
+            "api_group": "",
+            "resource": kind.lower() + "s",
+            "subresource": "",
+            "name": ref.get("name", ""),
+            "namespace": ref.get("namespace", ""),
         }
     elif entry["status"] == 403 and (checked := REFUSED.search(status.get("message") or "")):
         # Authorized as a patch, then refused a second check in the handler (a

@@ -280,7 +280,7 @@ def validating_binding(team_slug, prefix=""):
             "paramRef": {
                 "name": QUOTA_NAME,
                 "namespace": namespace,
-                "parameterNotFoundAction": "Deny",
+                "parameterNotFoundAction": "Allow",
             },
             "matchResources": _match_namespace(namespace),
         },
@@ -357,7 +357,7 @@ def mutating_binding(team_slug, prefix=""):
             "paramRef": {
                 "name": QUOTA_NAME,
                 "namespace": namespace,
-                "parameterNotFoundAction": "Deny",
+                "parameterNotFoundAction": "Allow",
             },
             "matchResources": _match_namespace(namespace),
         },

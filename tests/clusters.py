@@ -49,6 +49,12 @@ REFUSED = re.compile(
     r'User "[^"]*" cannot (?P<verb>\S+) resource "(?P<resource>[^"]+)" in API group '
     r'"(?P<group>[^"]*)"(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)'
 )
+# The registry's check that who writes an admission policy (or its binding) may read
+# its parameters: refused as 422 Invalid, not 403 (pkg/registry/admissionregistration).
+PARAM_READ = re.compile(
+    r'must have "get" permission on all objects of the referenced paramKind \(kind=(?P<kind>\w+)'
+    r'|does not have "get" permission on the object referenced by paramRef'
+)
 CONTEXT = "gpu-portal"  # the context of the kubeconfigs written for the portal and users
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
@@ -273,6 +279,20 @@ class KubernetesBackend(Backend):
         for plural in ("resourceslices", "deviceclasses"):
             with contextlib.suppress(urllib.error.HTTPError):
                 self.plane.call("DELETE", f"/apis/resource.k8s.io/v1/{plural}")
+        # The portal's admission policies and bindings (cluster-scoped): the next test
+        # creates them afresh, as a new cluster would.
+        for plural in (
+            "validatingadmissionpolicybindings",
+            "validatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+            "mutatingadmissionpolicies",
+        ):
+            with contextlib.suppress(urllib.error.HTTPError):
+                self.plane.call(
+                    "DELETE",
+                    f"/apis/admissionregistration.k8s.io/v1/{plural}"
+                    "?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dgpu-portal",
+                )
         in_default = ("batch/v1/jobs", "v1/pods", "v1/resourcequotas", "v1/limitranges")
         for kind in (*in_default, "rbac.authorization.k8s.io/v1/rolebindings"):
             prefix = "/api" if kind.startswith("v1/") else "/apis"
@@ -372,6 +392,18 @@ def _request_of(event: dict) -> dict:
             "subresource": "",
             "namespace": ref.get("namespace", ""),
             **fields,
+        }
+    elif entry["status"] == 422 and (checked := PARAM_READ.search(status.get("message") or "")):
+        spec = (event.get("requestObject") or {}).get("spec") or {}
+        ref = spec.get("paramRef") or {}
+        kind = checked["kind"] or "ResourceQuota"  # a binding's parameter: the team's quota
+        entry["forbidden"] = {
+            "verb": "get",
+            "api_group": "",
+            "resource": kind.lower() + "s",
+            "subresource": "",
+            "name": ref.get("name", ""),
+            "namespace": ref.get("namespace", ""),
         }
     elif entry["status"] == 403 and (checked := REFUSED.search(status.get("message") or "")):
         # Authorized as a patch, then refused a second check in the handler (a

@@ -50,9 +50,12 @@ Status = BatchJob.Status
 
 
 def refusals(backend):
-    """The portal's requests kubesim refused (403), with what authorization refused."""
+    """The portal's requests refused (403; or 422 where the registry checked that the
+    portal may read an admission policy's parameters), with what authorization refused."""
     return [
-        r for r in backend.requests() if r["status"] == 403 and r.get("user") == backend.portal_user
+        r
+        for r in backend.requests()
+        if (r["status"] == 403 or r.get("forbidden")) and r.get("user") == backend.portal_user
     ]
 
 
@@ -310,6 +313,8 @@ def group_of(path):
 def used(requests, role_bindings):
     needed = set()
     for r in requests:
+        if r["resource"] is None:
+            continue  # discovery (is a group-version served?): every user may ask
         resource = r["resource"] + (f"/{r['subresource']}" if r.get("subresource") else "")
         key = (group_of(r["path"]), resource)
         needed.add((*key, r["verb"], None))

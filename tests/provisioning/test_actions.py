@@ -66,13 +66,20 @@ def test_the_sweep_queues_teams_whose_message_was_lost(
     assert queued == [vision.pk]
 
 
+def objects_per_team(cluster):
+    """A team's first sync applies five objects, and the flavor policies and their
+    bindings where the server serves admission policies (provisioning/policies.py)."""
+    served = ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicy")
+    return 5 + 2 * sum(cluster.serves(kind) for kind in served)
+
+
 def test_sync_creates_the_quota_summed_per_resource_name(
     vision, alice, demo_flavors, cluster, approve_now
 ):
     # H100 and A100 share nvidia.com/gpu: one key caps their sum; MIG has its own.
     for flavor, gpus in (("h100", 4), ("a100", 2), ("a100-1g", 7)):
         approve_now(vision, demo_flavors[flavor], alice, gpus)
-    assert actions.sync_team(vision.pk) == 5
+    assert actions.sync_team(vision.pk) == objects_per_team(cluster)
     assert cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"] == {
         "requests.nvidia.com/gpu": "6",
         "requests.nvidia.com/mig-1g.10gb": "7",
@@ -328,7 +335,8 @@ def test_a_batch_of_teams_is_synced_with_one_claim_and_one_read_of_their_state(
             actions.mark_dirty(team.pk)
         with CaptureQueriesContext(connection) as captured:
             results = actions.sync_teams([team.pk for team in teams])
-        assert results == {team.pk: 5 for team in teams}  # five objects each, unread
+        # Five objects each, unread (and the flavor policies where served).
+        assert results == {team.pk: objects_per_team(cluster) for team in teams}
         for team in teams:
             assert sync_of(team).status == TeamSync.Status.IN_SYNC
             namespace = namespace_of(team.slug)
@@ -359,7 +367,7 @@ def test_a_team_refused_in_a_batch_is_shown_and_the_others_are_synced(
         patch.setattr(manifests, "team_objects", refused_for_vision)
         results = actions.sync_teams([vision.pk, nlp.pk])
     assert isinstance(results[vision.pk], kube.PermanentClusterError)
-    assert results[nlp.pk] == 5
+    assert results[nlp.pk] == objects_per_team(cluster)
     assert sync_of(vision).status == TeamSync.Status.FAILING
     assert sync_of(vision).claimed_until is None  # released
     assert sync_of(nlp).status == TeamSync.Status.IN_SYNC
@@ -380,7 +388,7 @@ def test_a_team_changed_while_its_batch_syncs_is_left_pending_for_its_own_messag
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(manifests, "team_objects", vision_changes_meanwhile)
         results = actions.sync_teams([vision.pk, nlp.pk])
-    assert results == {vision.pk: None, nlp.pk: 5}
+    assert results == {vision.pk: None, nlp.pk: objects_per_team(cluster)}
     left = sync_of(vision)
     assert left.status == TeamSync.Status.PENDING
     assert left.generation > left.synced_generation  # the new change is still to do

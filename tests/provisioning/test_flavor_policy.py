@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from cluster import kube
 from gpu_requests import actions as quota_actions
 from provisioning import actions, manifests, policies
 from provisioning.models import TeamSync
 from tests.factories import submit
+from tests.waiting import wait_for
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 REAL_SERVER_ONLY = pytest.mark.kubernetes_only(
@@ -33,14 +35,35 @@ pytestmark = [
 
 
 @pytest.fixture
-def vision_t4(vision, alice, demo_flavors, backend, admin_user, monkeypatch):
+def vision_t4(vision, alice, demo_flavors, backend, cluster, admin_user, monkeypatch):
     """Vision holds 2 T4 (which shares `nvidia.com/gpu` with H100, A100 and L4),
     synced here (no worker)."""
     monkeypatch.setattr(actions, "enqueue", lambda team_ids: team_ids)
     t4 = submit(vision, demo_flavors["t4"], alice, gpus=2, starts_at=timezone.now())
     quota_actions.approve(t4, by=admin_user)
     actions.sync_team(vision.pk)
+    if backend.name == "kubernetes":
+        in_force(cluster, demo_flavors["h100"], held=0)
     return t4
+
+
+def in_force(cluster, flavor, *, held):
+    """Wait until the API server enforces what the sync just wrote: its policies and
+    bindings, and the quota they read, reach its admission caches a moment after
+    they are stored (as on any cluster). Asked with a dry run, which admission sees
+    and nothing stores."""
+    probe = pod("probe", gpus=held + 1, selector=product(flavor))
+
+    def refused_as_wanted():
+        try:
+            cluster.call(
+                "POST", "/api/v1/namespaces/vision/pods", query={"dryRun": "All"}, body=probe
+            )
+        except kube.PermanentClusterError as exc:
+            return f"holds {held} of {flavor.name} now" in exc.message
+        return False
+
+    wait_for(refused_as_wanted, timeout=30)
 
 
 def pod(name, *, gpus=1, resource="nvidia.com/gpu", selector=None, affinity=None):
@@ -160,7 +183,7 @@ def test_pod_templates_are_refused_before_their_pods(vision_t4, demo_flavors, ba
 
 @REAL_SERVER_ONLY
 def test_a_pod_naming_no_flavor_is_pinned_to_the_one_the_team_holds(
-    vision_t4, demo_flavors, backend, admin_user, alice
+    vision_t4, demo_flavors, backend, cluster, admin_user, alice
 ):
     code, out, err = create(backend, pod("anywhere"))
     assert code == 0, err
@@ -170,6 +193,7 @@ def test_a_pod_naming_no_flavor_is_pinned_to_the_one_the_team_holds(
     h100 = submit(vision_t4.team, demo_flavors["h100"], alice, gpus=1, starts_at=timezone.now())
     quota_actions.approve(h100, by=admin_user)
     actions.sync_team(vision_t4.team.pk)
+    in_force(cluster, demo_flavors["h100"], held=1)
     code, _, refusal = create(backend, pod("ambiguous"))
     assert code != 0
     assert "without choosing a GPU flavor" in refusal
@@ -178,17 +202,21 @@ def test_a_pod_naming_no_flavor_is_pinned_to_the_one_the_team_holds(
 
 
 @REAL_SERVER_ONLY
-def test_the_holdings_move_with_the_quota(vision_t4, demo_flavors, backend, admin_user, alice):
+def test_the_holdings_move_with_the_quota(
+    vision_t4, demo_flavors, backend, cluster, admin_user, alice
+):
     """Approved, the H100 pod is admitted; revoked, refused again: the parameters
     (the namespace's holdings) follow each start and end of quota."""
     h100 = submit(vision_t4.team, demo_flavors["h100"], alice, gpus=1, starts_at=timezone.now())
     quota_actions.approve(h100, by=admin_user)
     actions.sync_team(vision_t4.team.pk)
+    in_force(cluster, demo_flavors["h100"], held=1)
     code, _, err = create(backend, pod("now-h100", selector=product(demo_flavors["h100"])))
     assert code == 0, err
 
     quota_actions.revoke(h100, by=admin_user, reason="over")
     actions.sync_team(vision_t4.team.pk)
+    in_force(cluster, demo_flavors["h100"], held=0)
     code, _, refusal = create(backend, pod("again-h100", selector=product(demo_flavors["h100"])))
     assert code != 0
     assert "team vision holds 0 of H100 now" in refusal

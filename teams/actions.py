@@ -57,6 +57,12 @@ def _member_event(team, action, *, by, user, reason):
 
 
 def _require_manager(team, by):
+    # The team's row is locked first, so that changes of one team's members take
+    # turns: two managers removing or demoting each other at once each locked
+    # only their own row, both saw the other still a manager, and the team was
+    # left with none. The check of who may act comes after the lock, so it reads
+    # the roles the change before it left.
+    Team.objects.select_for_update().only("pk").filter(pk=team.pk).first()
     if not access.can_manage(by, team):
         raise NotAllowed(f"Only {team.name}'s managers and platform admins manage its members.")
     if team.is_archived:

@@ -17,6 +17,7 @@ from cluster import clock, kube
 from cluster.models import Flavor
 from idle import emails, evaluation, workloads
 from idle.models import (
+    MAX_EXEMPTION,
     MAX_MINUTES,
     Exemption,
     IdleAction,
@@ -26,8 +27,9 @@ from idle.models import (
     Mode,
     effective,
 )
-from teams import access, errors, hooks
+from teams import access, errors, hooks, inputs
 from teams.formats import gpu_hours, money
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import AuditEvent, Team
 from teams.namespaces import namespace_of
 from teams.notices import Notice, absolute
@@ -125,10 +127,17 @@ def exempt(team, *, namespace, kind, name, until, reason, by):
     problems = {}
     if not reason.strip():
         problems["reason"] = "Say why the workload may stay idle."
+    elif len(reason) > MAX_TEXT_LENGTH or "\x00" in reason:
+        problems["reason"] = f"Keep the reason to {MAX_TEXT_LENGTH:,} characters of text."
+    elif inputs.has_hidden_characters(reason):
+        problems["reason"] = inputs.HIDDEN_MESSAGE + "."
     if namespace != (own := namespace_of(team.slug)):
         problems["namespace"] = f"{team.name}'s workloads are in namespace {own}."
-    if until <= clock.now():
+    now = clock.now()
+    if until <= now:
         problems["until"] = "Give a time in the future."
+    elif until > now + MAX_EXEMPTION:
+        problems["until"] = f"Exempt for at most {MAX_EXEMPTION.days} days from now."
     if problems:
         raise ValidationError(problems)
     exemption = Exemption.objects.create(

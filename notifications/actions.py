@@ -25,7 +25,7 @@ from django.utils.module_loading import import_string
 from cluster.outbox import Outbox
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
-from teams import access, errors
+from teams import access, errors, inputs
 from teams.models import AuditEvent
 from teams.notices import Notice, absolute
 
@@ -152,7 +152,10 @@ def send_test(team, *, by):
 
 
 def _mrkdwn(text):
-    """Slack's escaping: only these three are special in its text."""
+    """Slack's escaping: only these three are special in its text. Invisible format
+    characters (a direction override, a zero-width space) are written out as
+    [U+XXXX] (`inputs.shown`): a message reads as what it is."""
+    text = inputs.shown(text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -6,11 +6,10 @@ the team's RoleBinding, an archived team's quota is revoked by the app that
 holds it. Views, the API and the Django admin call these.
 """
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from teams import access, hooks, inputs
+from teams import access, hooks
 from teams.errors import IllegalTransition, NotAllowed
 from teams.models import AuditEvent, Membership, Team
 
@@ -22,10 +21,8 @@ def create_team(*, name, slug, by):
     """A new team (its namespace is named after `slug`); the creator is not made a member."""
     if not access.can_review(by):
         raise NotAllowed("Only platform admins can create teams.")
-    if inputs.has_control_characters(name):
-        raise ValidationError(
-            {"name": ["A name is one line: no line breaks, tabs or other control characters."]}
-        )
+    # Team.name's validator (inputs.validate_one_line) refuses line breaks and
+    # invisible characters, here as in the admin.
     team = Team(name=name, slug=slug)
     team.full_clean()
     team.save()

@@ -28,8 +28,10 @@ def create_token(user, *, name, days):
     if days not in EXPIRY_DAYS:
         raise TokenError(f"Choose an expiry of {', '.join(map(str, EXPIRY_DAYS))} days.")
     name = name.strip()
-    if not name or len(name) > 100 or inputs.has_control_characters(name):
+    if not name or len(name) > 100:
         raise TokenError("Give the token a name of 1 to 100 characters.")
+    if inputs.has_control_characters(name):
+        raise TokenError(inputs.ONE_LINE_MESSAGE + ".")
     # Lock the user's row: two clicks at once cannot both pass the cap.
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
     if PersonalToken.objects.filter(user=user).usable().count() >= MAX_ACTIVE:

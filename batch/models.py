@@ -18,13 +18,14 @@ from django.db.models import F, Q
 from batch import occurrences
 from cluster.models import Flavor
 from cluster.outbox import OutboxRow
+from teams.inputs import validate_one_line
 from teams.models import Team
 
 WEEKDAYS = occurrences.WEEKDAYS
 
 
 class BatchWindow(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
     timezone = models.CharField(
         max_length=64, help_text="IANA time zone of the start and end times, e.g. Europe/Berlin."
     )
@@ -116,7 +117,7 @@ class ImageRule(models.Model):
         ],
         help_text="Images are compared in full form: python:3.12 is docker.io/library/python:3.12.",
     )
-    note = models.CharField(max_length=200, blank=True)
+    note = models.CharField(max_length=200, blank=True, validators=[validate_one_line])
 
     class Meta:
         ordering = ["prefix"]
@@ -149,7 +150,7 @@ class BatchJob(models.Model):
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.DEADLINE_EXCEEDED, Status.CANCELLED)
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="batch_jobs")
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[validate_one_line])
     flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="batch_jobs")
     image = models.CharField(max_length=512)
     command = models.JSONField(default=list, blank=True)

@@ -148,7 +148,7 @@ def name_errors(name):
     if not isinstance(name, str) or not name.strip() or len(name) > 100:
         return ["Give a name of 1 to 100 characters."]
     if inputs.has_control_characters(name):
-        return ["A name is one line: no line breaks, tabs or other control characters."]
+        return [inputs.ONE_LINE_MESSAGE + "."]
     return []
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from billing import batchwindows, metering, prometheus, queries
 from billing.models import (
+    BUDGET_VALIDATORS,
     Budget,
     BudgetAction,
     BudgetAlert,
@@ -427,8 +428,14 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
         raise errors.NotAllowed("Only the team's managers and platform admins set budgets.")
     if amount is not None:
         amount = Decimal(amount)
-        if amount <= 0 or amount >= Decimal("1e12"):
-            raise ValidationError({"monthly_amount": "Give an amount above 0 and below 10^12."})
+        problems = []
+        for validator in BUDGET_VALIDATORS:
+            try:
+                validator(amount)
+            except ValidationError as exc:
+                problems.extend(exc.messages)
+        if problems:
+            raise ValidationError({"monthly_amount": problems})
     if mode not in Budget.Mode.values:
         raise ValidationError({"mode": f"Give one of {', '.join(Budget.Mode.values)}."})
     # The team's row is locked, not the budget's, which may not be there yet: two

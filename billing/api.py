@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing import actions, exports, queries
-from billing.models import Budget, Rate, TeamUsage, WorkloadUsage
+from billing.models import BUDGET_VALIDATORS, Budget, Rate, TeamUsage, WorkloadUsage
 from cluster.models import Flavor
 from teams import access
 from teams.api import ReviewersWrite
@@ -177,7 +177,7 @@ class RatesView(APIView):
 class BudgetSerializer(serializers.Serializer):
     team = serializers.SlugField(max_length=63)
     monthly_amount = serializers.DecimalField(
-        max_digits=14, decimal_places=2, allow_null=True, min_value=0
+        max_digits=14, decimal_places=2, allow_null=True, validators=BUDGET_VALIDATORS
     )
     mode = serializers.ChoiceField(
         choices=Budget.Mode.choices,

@@ -1,8 +1,6 @@
-from decimal import Decimal
-
 from django import forms
 
-from billing.models import Budget
+from billing.models import BUDGET_VALIDATORS, Budget
 
 
 class BudgetForm(forms.Form):
@@ -11,7 +9,7 @@ class BudgetForm(forms.Form):
         required=False,
         max_digits=14,
         decimal_places=2,
-        min_value=Decimal("0.01"),
+        validators=BUDGET_VALIDATORS,
         help_text="Leave empty for no budget.",
     )
     mode = forms.ChoiceField(

@@ -10,7 +10,7 @@ import re
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import DecimalField, F, Func, Q, Sum, Value
 from django.db.models.functions import Coalesce
@@ -102,6 +102,13 @@ def mig_fraction(flavor, parent, basis):
     return Decimal(shape[0]) / Decimal(7)
 
 
+# A monthly budget's limits, in the team page's form, the API and the admin alike
+# (their fields take these validators; `actions.set_budget` runs them too).
+MIN_BUDGET = Decimal("0.01")
+MAX_BUDGET = Decimal("999999999999.99")  # below 10^12: what 14 digits with 2 decimals hold
+BUDGET_VALIDATORS = [MinValueValidator(MIN_BUDGET), MaxValueValidator(MAX_BUDGET)]
+
+
 class Budget(models.Model):
     """A team's monthly spending goal, in `PORTAL_CURRENCY`: soft (alerts at 50, 80
     and 100 %) or hard (also holds batch jobs that would take the team past it)."""
@@ -112,7 +119,7 @@ class Budget(models.Model):
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="budget")
     monthly_amount = models.DecimalField(
-        max_digits=14, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))]
+        max_digits=14, decimal_places=2, validators=BUDGET_VALIDATORS
     )
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.SOFT)
     updated_at = models.DateTimeField(auto_now=True)

@@ -8,6 +8,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from cluster import devices
+from teams.inputs import validate_one_line
 from teams.models import Team, register_audit_actions
 
 
@@ -49,9 +50,9 @@ class Flavor(models.Model):
         MIG = "mig", "MIG slice"
         TIME_SLICED = "time-sliced", "Time-sliced"
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
     slug = models.SlugField(max_length=50, unique=True)
-    gpu_model = models.CharField(max_length=100)
+    gpu_model = models.CharField(max_length=100, validators=[validate_one_line])
     memory_gb = models.PositiveIntegerField("memory (GB)")
     sharing = models.CharField(max_length=16, choices=Sharing.choices, default=Sharing.WHOLE)
     resource_name = models.CharField(

@@ -18,7 +18,7 @@ from cluster.capacity import capacity_of
 from cluster.models import CapacityAction, Flavor
 from gpu_requests import capacity, notices
 from gpu_requests.models import Comment, QuotaAction, QuotaRequest, estimate_cost
-from teams import access, hooks
+from teams import access, hooks, inputs
 from teams.errors import ActionError, IllegalTransition, NotAllowed
 from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import AuditEvent
@@ -173,6 +173,8 @@ def validate_request(*, team, flavor, gpus, starts_at, ends_at, justification, b
             errors["ends_at"] = ["A request covers at most 366 days; ask again to extend it."]
     if justification is not None and len(justification) > MAX_TEXT_LENGTH:
         errors["justification"] = [f"Keep the justification to {MAX_TEXT_LENGTH:,} characters."]
+    elif justification is not None and inputs.has_hidden_characters(justification):
+        errors["justification"] = [inputs.HIDDEN_MESSAGE + "."]
     return errors
 
 
@@ -451,6 +453,8 @@ def comment(quota_request, *, by, body):
         raise ValidationError({"body": ["Write something first."]})
     if len(body) > MAX_COMMENT or "\x00" in body:
         raise ValidationError({"body": [f"Keep a comment to {MAX_COMMENT:,} characters of text."]})
+    if inputs.has_hidden_characters(body):
+        raise ValidationError({"body": [inputs.HIDDEN_MESSAGE + "."]})
     note = Comment.objects.create(quota_request=quota_request, author=by, body=body)
     AuditEvent.record(
         team_id=quota_request.team_id,

@@ -9,7 +9,7 @@ from cluster.models import Flavor
 from gpu_requests import actions, capacity, matching
 from gpu_requests.models import QuotaRequest, estimate_cost
 from teams import access, inputs
-from teams.inputs import MAX_TEXT_LENGTH
+from teams.inputs import MAX_TEXT_LENGTH, validate_visible
 
 # What <input type="datetime-local"> sends (seconds only when the user typed them).
 DATETIME_LOCAL_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
@@ -45,6 +45,7 @@ class QuotaRequestForm(forms.Form):
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4}),
         max_length=MAX_TEXT_LENGTH,
+        validators=[validate_visible],
         help_text="What will run, and why it needs these GPUs.",
     )
 

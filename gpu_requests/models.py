@@ -8,7 +8,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 
 from cluster.models import Flavor
-from teams.inputs import MAX_TEXT_LENGTH
+from teams.inputs import MAX_TEXT_LENGTH, validate_visible
 from teams.models import AuditHistory, Team, register_audit_actions
 
 
@@ -74,7 +74,9 @@ class QuotaRequest(models.Model):
     gpus = models.PositiveIntegerField("GPUs", validators=[MinValueValidator(1)])
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty for open-ended.")
-    justification = models.TextField(validators=[MaxLengthValidator(MAX_TEXT_LENGTH)])
+    justification = models.TextField(
+        validators=[MaxLengthValidator(MAX_TEXT_LENGTH), validate_visible]
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
     )
@@ -141,7 +143,7 @@ class Comment(models.Model):
         QuotaRequest, on_delete=models.PROTECT, related_name="comments"
     )
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    body = models.TextField(validators=[MaxLengthValidator(4000)])
+    body = models.TextField(validators=[MaxLengthValidator(4000), validate_visible])
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

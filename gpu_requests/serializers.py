@@ -7,7 +7,7 @@ from rest_framework import serializers
 from cluster.models import Flavor
 from gpu_requests.models import QuotaRequest
 from teams import access
-from teams.inputs import MAX_TEXT_LENGTH
+from teams.inputs import MAX_TEXT_LENGTH, validate_visible
 from teams.models import AuditEvent, SyncStatus, Team
 from teams.serializers import AwareDateTimeField, ErrorSerializer
 
@@ -107,7 +107,7 @@ class QuotaRequestCreateSerializer(serializers.Serializer):
         help_text="After starts_at; null for an open-ended request. Required, so that an "
         "open-ended reservation is always deliberate. The period is [starts_at, ends_at).",
     )
-    justification = serializers.CharField(max_length=MAX_TEXT_LENGTH)
+    justification = serializers.CharField(max_length=MAX_TEXT_LENGTH, validators=[validate_visible])
 
     def validate_team(self, slug):
         user = self.context["request"].user

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 from gpu_requests import timezones
 from gpu_requests.models import QuotaRequest
 from teams import access, actions, errors, hooks
+from teams.inputs import validate_one_line
 from teams.models import AuditEvent, Membership, Team, dns1123_label
 from teams.namespaces import namespace_of
 
@@ -58,7 +59,7 @@ class RoleForm(forms.Form):
 
 
 class TeamForm(forms.Form):
-    name = forms.CharField(label="Name", max_length=100)
+    name = forms.CharField(label="Name", max_length=100, validators=[validate_one_line])
     slug = forms.CharField(
         label="Short name",
         max_length=63,

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from batch import watch
@@ -17,6 +17,7 @@ from cluster import clock, kube
 from cluster.models import Flavor
 from idle import emails, evaluation, workloads
 from idle.models import (
+    MAX_EXEMPTION,
     MAX_MINUTES,
     Exemption,
     IdleAction,
@@ -26,8 +27,9 @@ from idle.models import (
     Mode,
     effective,
 )
-from teams import access, errors, hooks
+from teams import access, errors, hooks, inputs
 from teams.formats import gpu_hours, money
+from teams.inputs import MAX_TEXT_LENGTH
 from teams.models import AuditEvent, Team
 from teams.namespaces import namespace_of
 from teams.notices import Notice, absolute
@@ -65,6 +67,17 @@ def set_policy(flavor, team, *, by, idle_minutes, grace_minutes, mode=Mode.REPOR
         "enabled": enabled,
     }
     _check_values(values)
+    try:
+        with transaction.atomic():
+            return _write_policy(flavor, team, values, by)
+    except IntegrityError:
+        # Two first saves at once: both found no row to lock, and the unique
+        # constraint refused the second INSERT after the first committed. That
+        # row is there now: this one changes it, as if it had come second.
+        return _write_policy(flavor, team, values, by)
+
+
+def _write_policy(flavor, team, values, by):
     # Locked so that two concurrent changes each audit what they replaced.
     old = IdlePolicy.objects.select_for_update().filter(flavor=flavor, team=team).order_by().first()
     if team is not None:
@@ -88,7 +101,10 @@ def set_policy(flavor, team, *, by, idle_minutes, grace_minutes, mode=Mode.REPOR
 def remove_policy(policy, *, by):
     if not access.can_manage(by, policy.team):
         raise errors.NotAllowed("Only platform admins and the team's managers remove it.")
-    policy.delete()
+    # Compare-and-set: of two removals at once, the second deletes nothing and is
+    # told so (one audit event).
+    if not IdlePolicy.objects.filter(pk=policy.pk).delete()[0]:
+        raise errors.IllegalTransition("This idle policy was already removed.")
     _audit(policy, IdleAuditAction.POLICY_REMOVE, by, f"{policy.words()} -> none")
 
 
@@ -111,10 +127,17 @@ def exempt(team, *, namespace, kind, name, until, reason, by):
     problems = {}
     if not reason.strip():
         problems["reason"] = "Say why the workload may stay idle."
+    elif len(reason) > MAX_TEXT_LENGTH or "\x00" in reason:
+        problems["reason"] = f"Keep the reason to {MAX_TEXT_LENGTH:,} characters of text."
+    elif inputs.has_hidden_characters(reason):
+        problems["reason"] = inputs.HIDDEN_MESSAGE + "."
     if namespace != (own := namespace_of(team.slug)):
         problems["namespace"] = f"{team.name}'s workloads are in namespace {own}."
-    if until <= clock.now():
+    now = clock.now()
+    if until <= now:
         problems["until"] = "Give a time in the future."
+    elif until > now + MAX_EXEMPTION:
+        problems["until"] = f"Exempt for at most {MAX_EXEMPTION.days} days from now."
     if problems:
         raise ValidationError(problems)
     exemption = Exemption.objects.create(
@@ -539,6 +562,12 @@ def bring_back(state, *, by):
         raise errors.NotAllowed(f"Only {state.team.name}'s members bring it back.")
     if state.kind not in workloads.SCALABLE or state.acted_at is None:
         raise errors.IllegalTransition(f"{_name(state)} was not scaled to zero.")
+    # Compare-and-set: the state is claimed (locked, and still scaled to zero) before
+    # the cluster is asked, so of two clicks at once the second waits here, finds
+    # it gone and is told so: one restore, one log row, one audit event.
+    claimed = IdleState.objects.select_for_update().filter(pk=state.pk, acted_at__isnull=False)
+    if not claimed.exists():
+        raise errors.IllegalTransition(f"{_name(state)} was already brought back.")
     now = clock.now()
     try:
         replicas = workloads.bring_back(state.kind, state.namespace, state.name)

@@ -1,12 +1,15 @@
 """Admin: policies are set and removed through the actions (audited);
 exemptions, states and the log are read here."""
 
+import contextlib
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from idle import actions
 from idle.models import Exemption, IdleAction, IdlePolicy, IdleState
+from teams import errors
 
 
 class PolicyForm(forms.ModelForm):
@@ -49,11 +52,13 @@ class IdlePolicyAdmin(admin.ModelAdmin):
         obj.pk = saved.pk
 
     def delete_model(self, request, obj):
-        actions.remove_policy(obj, by=request.user)
+        self.delete_queryset(request, [obj])
 
     def delete_queryset(self, request, queryset):
         for policy in queryset:
-            actions.remove_policy(policy, by=request.user)
+            # Removed by someone else meanwhile: what was asked is done.
+            with contextlib.suppress(errors.IllegalTransition):
+                actions.remove_policy(policy, by=request.user)
 
 
 class ReadOnly(admin.ModelAdmin):

@@ -122,7 +122,7 @@ class IdlePolicyView(APIView):
         """One idle policy."""
         return Response(PolicySerializer(self._get(request, pk)).data)
 
-    @extend_schema(responses={204: None, 403: ERROR_403})
+    @extend_schema(responses={204: None, 403: ERROR_403, 409: ERROR_409})
     def delete(self, request, pk):
         """Remove a policy (admins; a team's managers their team's)."""
         actions.remove_policy(self._get(request, pk), by=request.user)

@@ -6,13 +6,15 @@ tightens its flavor's: `effective` takes the stricter value of each field, and
 `actions.set_policy` refuses a team value looser than the flavor's.
 """
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from cluster.models import Flavor
-from teams.inputs import MAX_TEXT_LENGTH
+from teams.inputs import MAX_TEXT_LENGTH, validate_visible
 from teams.models import Team, register_audit_actions
 
 # A week: past that a policy would never act within a billing month's notice.
@@ -115,6 +117,11 @@ def effective(base, team_policy):
     )
 
 
+# The longest exemption, in the web form and the API alike (the admin only reads
+# them), checked in `actions.exempt`: past it a manager sets the annotation again.
+MAX_EXEMPTION = timedelta(days=31)
+
+
 class Exemption(models.Model):
     """A workload left alone by idle policies until `until` (a manager's consent)."""
 
@@ -123,7 +130,7 @@ class Exemption(models.Model):
     kind = models.CharField(max_length=32)
     name = models.CharField(max_length=253)
     until = models.DateTimeField()
-    reason = models.TextField(max_length=MAX_TEXT_LENGTH)
+    reason = models.TextField(max_length=MAX_TEXT_LENGTH, validators=[validate_visible])
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
     )

@@ -17,7 +17,7 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, Value
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -25,7 +25,7 @@ from django.utils.module_loading import import_string
 from cluster.outbox import Outbox
 from notifications import outbound
 from notifications.models import Delivery, NotificationAction, Webhook
-from teams import access, errors
+from teams import access, errors, inputs
 from teams.models import AuditEvent
 from teams.notices import Notice, absolute
 
@@ -75,8 +75,16 @@ def set_webhook(team, url, *, by):
     secret = None
     if hook is None:
         secret = new_secret()
-        hook = Webhook.objects.create(team=team, url=url, secret=secret, created_by=by)
-    else:
+        try:
+            with transaction.atomic():
+                hook = Webhook.objects.create(team=team, url=url, secret=secret, created_by=by)
+        except IntegrityError:
+            # Two first saves at once: neither found a row to lock, and the unique
+            # constraint refused this INSERT once the other's committed. Its row is
+            # there now: this save changes it, as if it had come second.
+            hook = Webhook.objects.select_for_update().get(team=team)
+            secret = None
+    if secret is None:
         Webhook.objects.filter(pk=hook.pk).update(url=url, updated_at=timezone.now())
         hook.url = url
     _record(team, NotificationAction.WEBHOOK_SET, by=by, hook=hook, url=url)
@@ -144,7 +152,10 @@ def send_test(team, *, by):
 
 
 def _mrkdwn(text):
-    """Slack's escaping: only these three are special in its text."""
+    """Slack's escaping: only these three are special in its text. Invisible format
+    characters (a direction override, a zero-width space) are written out as
+    [U+XXXX] (`inputs.shown`): a message reads as what it is."""
+    text = inputs.shown(text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -6,11 +6,10 @@ the team's RoleBinding, an archived team's quota is revoked by the app that
 holds it. Views, the API and the Django admin call these.
 """
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from teams import access, hooks, inputs
+from teams import access, hooks
 from teams.errors import IllegalTransition, NotAllowed
 from teams.models import AuditEvent, Membership, Team
 
@@ -22,10 +21,8 @@ def create_team(*, name, slug, by):
     """A new team (its namespace is named after `slug`); the creator is not made a member."""
     if not access.can_review(by):
         raise NotAllowed("Only platform admins can create teams.")
-    if inputs.has_control_characters(name):
-        raise ValidationError(
-            {"name": ["A name is one line: no line breaks, tabs or other control characters."]}
-        )
+    # Team.name's validator (inputs.validate_one_line) refuses line breaks and
+    # invisible characters, here as in the admin.
     team = Team(name=name, slug=slug)
     team.full_clean()
     team.save()
@@ -57,6 +54,12 @@ def _member_event(team, action, *, by, user, reason):
 
 
 def _require_manager(team, by):
+    # The team's row is locked first, so that changes of one team's members take
+    # turns: two managers removing or demoting each other at once each locked
+    # only their own row, both saw the other still a manager, and the team was
+    # left with none. The check of who may act comes after the lock, so it reads
+    # the roles the change before it left.
+    Team.objects.select_for_update().only("pk").filter(pk=team.pk).first()
     if not access.can_manage(by, team):
         raise NotAllowed(f"Only {team.name}'s managers and platform admins manage its members.")
     if team.is_archived:

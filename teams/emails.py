@@ -14,8 +14,10 @@ log = logging.getLogger(__name__)
 
 def one_line(text):
     """`text` with its control characters (line breaks above all) made spaces: a
-    header with a line break raises BadHeaderError, and names come from users."""
-    return "".join(" " if inputs.has_control_characters(c) else c for c in text)
+    header with a line break raises BadHeaderError, and names come from users.
+    Invisible format characters (a direction override, a zero-width space) are
+    written out as [U+XXXX] (`inputs.shown`), so a subject reads as what it is."""
+    return "".join(" " if inputs.has_control_characters(c) else c for c in inputs.shown(text))
 
 
 def send(template, subject, recipients, context):

@@ -9,6 +9,9 @@ reverse it. Only ASCII digits are numbers here, and only paths on this site
 are followed.
 """
 
+import unicodedata
+
+from django.core.exceptions import ValidationError
 from django.utils.http import url_has_allowed_host_and_scheme
 
 # The one limit on what people type: a justification, a decision's or an
@@ -31,9 +34,63 @@ def whole_number(raw, *, minimum=0, maximum=MAX_WHOLE_NUMBER):
     return value if minimum <= value <= maximum else None
 
 
+def is_hidden(char):
+    """True for an invisible format character (Unicode category Cf): the bidi
+    overrides and isolates (U+202A-U+202E, U+2066-U+2069) that make "gpu\u202eexe"
+    display as "gpuexe" reversed, zero-width spaces and joiners (U+200B-U+200D),
+    the marks U+200E/U+200F, the word joiner U+2060, the BOM U+FEFF, soft hyphens."""
+    return unicodedata.category(char) == "Cf"
+
+
+def has_hidden_characters(text):
+    """True if `text` holds an invisible format character (`is_hidden`): what a
+    many-line text (a reason, a justification, a comment) may not hold."""
+    return any(is_hidden(c) for c in text)
+
+
 def has_control_characters(text):
-    """True if `text` holds a C0 control character (tab, CR, LF, NUL ...) or DEL."""
-    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+    """True if `text` holds a C0 control character (tab, CR, LF, NUL ...), DEL or an
+    invisible format character (`is_hidden`): what a one-line name may not hold."""
+    return any(ord(c) < 32 or ord(c) == 127 or is_hidden(c) for c in text)
+
+
+def _named(text, test):
+    found = sorted({c for c in text if test(c)})
+    return ", ".join(f"U+{ord(c):04X}" for c in found[:3])
+
+
+ONE_LINE_MESSAGE = (
+    "A name is one line of visible characters: no line breaks, tabs, other control "
+    "characters or invisible ones such as direction overrides or zero-width spaces"
+)
+HIDDEN_MESSAGE = (
+    "The text holds invisible characters (direction overrides, zero-width spaces) "
+    "that would make it display as something else"
+)
+
+
+def validate_one_line(value):
+    """The validator of a one-line name (model fields, forms, serializers alike)."""
+    if isinstance(value, str) and has_control_characters(value):
+        found = _named(value, lambda c: ord(c) < 32 or ord(c) == 127 or is_hidden(c))
+        raise ValidationError(f"{ONE_LINE_MESSAGE} ({found}).", code="hidden_characters")
+
+
+def validate_visible(value):
+    """The validator of a text of several lines: line breaks are fine, invisible
+    format characters are not."""
+    if isinstance(value, str) and has_hidden_characters(value):
+        found = _named(value, is_hidden)
+        raise ValidationError(f"{HIDDEN_MESSAGE} ({found}).", code="hidden_characters")
+
+
+def shown(text):
+    """`text` with each invisible format character written out as [U+XXXX], for
+    what the portal sends or shows of text it did not refuse (workload names
+    from the cluster, older rows): a reader sees it is there."""
+    if not has_hidden_characters(text):
+        return text
+    return "".join(f"[U+{ord(c):04X}]" if is_hidden(c) else c for c in text)
 
 
 def same_site_path(request, target, default):

@@ -14,6 +14,7 @@ from django.db import DEFAULT_DB_ALIAS, models
 from django.db.models import F, Q
 from django.urls import reverse
 
+from teams.inputs import validate_one_line
 from teams.namespaces import namespace_of
 
 # A team slug becomes a Kubernetes namespace name: an RFC 1123 label.
@@ -38,7 +39,7 @@ class SyncStatus(models.TextChoices):
 
 
 class Team(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
     slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"

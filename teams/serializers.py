@@ -4,7 +4,7 @@ that must say its zone, and the reason given for a change."""
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from teams.inputs import MAX_TEXT_LENGTH
+from teams.inputs import MAX_TEXT_LENGTH, validate_visible
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -36,6 +36,7 @@ class AwareDateTimeField(serializers.DateTimeField):
 class ReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(
         max_length=MAX_TEXT_LENGTH,
+        validators=[validate_visible],
         required=False,
         allow_blank=True,
         default="",

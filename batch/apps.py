@@ -15,3 +15,5 @@ class BatchConfig(AppConfig):
         capacity.register_reservations(actions.batch_reservations)
         # The team's namespace quota holds its released and running batch jobs.
         hooks.on_extra_quota(launch.running_allotment)
+        # A spent hard budget whose rule says so stops the team's running jobs.
+        hooks.on_budget_spent(actions.stop_for_budget)

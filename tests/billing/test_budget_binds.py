@@ -115,6 +115,8 @@ def test_a_released_job_reserves_its_bound_and_gives_back_what_it_did_not_use(
     assert launch.release_due(OPENS) == [job.pk]
     job.refresh_from_db()
     assert job.reserved_cost == Decimal("12.00")
+    with time_machine.travel(OPENS, tick=False):
+        assert client_for(alice).get(f"{URL}{job.pk}/").json()["reserved_cost"] == "12.00"
     # While it runs the team has what its bound leaves, however little it used yet.
     assert left(team, OPENS + timedelta(minutes=30)) == Decimal("18.00")
 

@@ -198,3 +198,17 @@ def test_the_dra_example_is_valid_kubernetes():
     # resource.k8s.io/v1 is in the schemas from 1.34 (GA) on.
     for obj in dra_example():
         kubernetes_validate.validate(obj, SUPPORTED_VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_the_budgets_quota_is_valid_kubernetes_and_names_the_budget(version):
+    quota = manifests.budget_quota(
+        "vision", "vision", {"nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 0}
+    )
+    kubernetes_validate.validate(quota, version, strict=True)
+    assert quota["metadata"]["name"] == manifests.BUDGET_QUOTA_NAME == "gpu-budget-spent"
+    assert quota["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "2",
+        "requests.nvidia.com/mig-1g.10gb": "0",
+    }
+    assert quota["metadata"]["labels"][manifests.TEAM_LABEL] == "vision"

@@ -245,3 +245,27 @@ def test_the_team_page_says_why_the_work_is_held(client, team, alice, carol, h10
     assert "exceeded quota: gpu-budget-spent" in held
     assert "the team's running batch jobs were stopped" in held
     assert "when the month turns (1 July 2026)" in held
+
+
+def test_raising_it_in_the_django_admin_lifts_the_hold(
+    client, team, carol, admin_user, h100, quiet
+):
+    hard(team, "20", carol)
+    spend(team, h100, "24", NOON - timedelta(hours=2))
+    billing_actions.enforce_budgets(NOON)
+    budget = Budget.objects.get(team=team)
+    assert budget.spent_at is not None
+
+    admin_user.is_superuser = True  # the Django admin's own permissions
+    admin_user.save()
+    client.force_login(admin_user)
+    form = {"team": team.pk, "monthly_amount": "50", "mode": "hard", "when_spent": "stop_running"}
+    with time_machine.travel(NOON, tick=False):
+        response = client.post(f"/admin/billing/budget/{budget.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    budget.refresh_from_db()
+    assert (budget.monthly_amount, budget.spent_at) == (Decimal("50.00"), None)
+    assert BUDGET_QUOTA_NAME not in quotas(team)
+    # Audited as any change of a budget, by whom.
+    assert AuditEvent.objects.filter(team=team, action="budget_lifted", actor=admin_user).exists()
+    assert AuditEvent.objects.filter(team=team, action="budget_set", actor=admin_user).exists()

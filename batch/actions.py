@@ -33,6 +33,7 @@ from cluster.models import Flavor
 from gpu_requests import capacity as quota_capacity
 from teams import access, hooks
 from teams.errors import NotAllowed
+from teams.formats import money
 
 log = logging.getLogger(__name__)
 
@@ -448,13 +449,9 @@ def actual(job, now):
         gpu_seconds = job.used_gpu_seconds
     else:
         gpu_seconds = used_gpu_seconds(job, job.started_at, now)
-    factor = Decimal(1)
-    if job.window is not None:
-        factor = job.window.price_factor
-        if job.spot_allowed and job.window.spot_allowed:
-            factor *= settings.PORTAL_BATCH_SPOT_FACTOR
     gpu_hours = Decimal(gpu_seconds) / Decimal(3600)
-    cost = (gpu_hours * job.flavor.price_per_gpu_hour * factor).quantize(CENT, ROUND_HALF_UP)
+    price = job.flavor.price_per_gpu_hour * job.price_factor
+    cost = (gpu_hours * price).quantize(CENT, ROUND_HALF_UP)
     return {"runtime": runtime, "gpu_hours": gpu_hours, "cost": cost}
 
 
@@ -555,10 +552,11 @@ HELD_BY_BUDGET = "held_by_budget"
 
 def held_by_budget(waiting, now):
     """{job id: reason} of the `waiting` jobs that a hard budget holds. Per team, in
-    the planner's order (higher priority, then the oldest), the estimates add up
-    against what the team has left this month; a job that would take it past is
-    held and takes nothing, so a smaller one after it may still fit. A job an admin
-    released past the budget is never held, and counts."""
+    the planner's order (higher priority, then the oldest), what each may cost at
+    most (its maximum runtime: `BatchJob.cost_bound`) adds up against what the team
+    has left this month; a job that would take it past is held and takes nothing, so
+    a smaller one after it may still fit. A job an admin released past the budget is
+    never held, and counts."""
     waiting = list(waiting)
     left = hooks.budget_left({job.team_id for job in waiting}, now)
     held = {}
@@ -566,20 +564,60 @@ def held_by_budget(waiting, now):
     for job in sorted(waiting, key=lambda j: (j.team_id, -j.priority, j.created_at, j.pk)):
         if job.team_id not in left:
             continue
-        total = committed[job.team_id] + job.estimated_cost
+        total = committed[job.team_id] + job.cost_bound
         if total > left[job.team_id] and not job.budget_override:
-            money = f"{{:.2f}} {settings.PORTAL_CURRENCY}".format
-            cost = money(job.estimated_cost)
             ahead = committed[job.team_id]
             ahead = f"; the team's jobs ahead of it take {money(ahead)}" if ahead else ""
             held[job.pk] = (
-                f"Held by {job.team.name}'s budget: its estimated cost ({cost}) "
-                f"would take the team past it ({money(max(left[job.team_id], 0))} left this "
-                f"month{ahead}). A platform admin can release it past the budget."
+                f"Held by {job.team.name}'s budget: its cost at its maximum runtime of "
+                f"{job.max_runtime_minutes} min ({money(job.cost_bound)}) would take the team "
+                f"past it ({money(max(left[job.team_id], 0))} left this month{ahead}). "
+                "A platform admin can release it past the budget."
             )
             continue
         committed[job.team_id] = total
     return held
+
+
+@transaction.atomic
+def stop_for_budget(team_id, *, reason, now=None):
+    """The team's released and running batch jobs stopped, as its spent hard budget's
+    rule says (registered with hooks.on_budget_spent): each cancelled with `reason`
+    in its history and the GPU time it held so far recorded, its Job deleted (the
+    sync), its submitter told. A job an admin released past the budget runs on.
+    Returns what was stopped, in words."""
+    now = now or clock.now()
+    running = list(
+        BatchJob.objects.select_for_update(of=("self",))
+        .filter(team_id=team_id, status__in=BatchJob.HOLDING, budget_override=False)
+        .select_related("flavor")
+        .order_by("pk")
+    )
+    stopped = []
+    for job in running:
+        started = job.started_at or job.released_at or now
+        if jobs.move(
+            job,
+            to=Status.CANCELLED,
+            allowed_from=[job.status],
+            action=Action.BUDGET_STOP,
+            reason=reason,
+            finished_at=now,
+            used_gpu_seconds=used_gpu_seconds(job, started, now),
+        ):
+            stopped.append(job)
+    if not stopped:
+        return []
+    ids = [job.pk for job in stopped]
+    launch.changed(ids)
+    hooks.quota_changed(team_id)  # their batch allotment ends with them
+    for job_id in ids:
+        transaction.on_commit(lambda job_id=job_id: emails.send_finished(job_id), robust=True)
+    transaction.on_commit(lambda: request_plan("jobs stopped: budget spent"))
+    return [
+        f"batch job #{job.pk} “{job.name}” ({job.total_gpus} x {job.flavor.name})"
+        for job in stopped
+    ]
 
 
 def planner_job(job, **changes):

@@ -18,3 +18,5 @@ class BatchConfig(AppConfig):
         # An archived team's queued, planned and running jobs are cancelled, and the
         # capacity they held planned again for others, in the archiving's transaction.
         hooks.on_team_archived(actions.team_archived)
+        # A spent hard budget whose rule says so stops the team's running jobs.
+        hooks.on_budget_spent(actions.stop_for_budget)

@@ -16,10 +16,11 @@ from django.db import transaction
 from django.db.models import F, Sum
 
 from batch import emails, jobs, manifests
-from batch.models import BatchJob, JobSync
+from batch.models import BatchJob, JobSync, PlannerState
 from cluster import clock, kube
 from cluster.outbox import Outbox
 from teams import hooks
+from teams.formats import money
 from teams.namespaces import namespace_of
 
 Status = BatchJob.Status
@@ -199,16 +200,74 @@ def changed(job_ids):
 # --- release ---
 
 
+def _deadline(job, now):
+    """activeDeadlineSeconds at release: its maximum runtime, or what is left of its
+    occurrence if less."""
+    left = int((job.closes_at - now).total_seconds())
+    return max(1, min(job.max_runtime_minutes * 60, left))
+
+
+def _held_by_budget(due, now):
+    """{job id: reason} of the due jobs a hard budget holds back at their release:
+    per team, in release order, each job's cost for its whole deadline (the most it
+    can cost) against what the team has left (hooks.budget_left: billing's running
+    total, the reservations of jobs released before included). A job an admin
+    released past the budget is never held, and counts."""
+    left = hooks.budget_left({job.team_id for job in due}, now)
+    held = {}
+    for job in due:
+        if job.team_id not in left:
+            continue
+        cost = job.cost_of(_deadline(job, now))
+        if cost > left[job.team_id] and not job.budget_override:
+            held[job.pk] = (
+                f"Held at its release by {job.team.name}'s budget: its cost for its whole "
+                f"deadline ({money(cost)}) would take the team past it "
+                f"({money(max(left[job.team_id], 0))} left this month). A platform admin "
+                "can release it past the budget."
+            )
+            continue
+        left[job.team_id] -= cost
+    return held
+
+
+def _hold(job, reason):
+    """Back in the queue, its occurrence forgotten (the sync deletes its suspended Job);
+    the planner holds it while the budget does."""
+    jobs.move(
+        job,
+        to=Status.QUEUED,
+        allowed_from=[Status.PLANNED],
+        action=Action.UNPLAN,
+        reason=reason,
+        explanation=reason,
+        **dict.fromkeys(("window", "opens_at", "closes_at", "planned_start", "planned_end")),
+    )
+
+
 def release_due(now=None, *, limit=5000):
-    """Release every planned job whose start has come: one transaction, a few queries
-    however many (a window's opening is a burst). Returns the ids released."""
+    """Release every planned job whose start has come, within its team's hard budget:
+    one transaction, a few queries however many (a window's opening is a burst).
+    Each job released reserves its cost for its whole deadline (`reserved_cost`).
+    Returns the ids released."""
     now = now or clock.now()
     with transaction.atomic():
         due = list(
-            BatchJob.objects.select_for_update(skip_locked=True)
+            BatchJob.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(status=Status.PLANNED, planned_start__lte=now, closes_at__gt=now)
+            .select_related("team", "flavor", "window")
             .order_by("planned_start", "pk")[:limit]
         )
+        if not due:
+            return []
+        held = _held_by_budget(due, now)
+        for job in due:
+            if job.pk in held:
+                _hold(job, held[job.pk])
+        if held:
+            changed(list(held))
+            PlannerState.objects.filter(pk=1).update(dirty=True)  # the tick plans again
+        due = [job for job in due if job.pk not in held]
         if not due:
             return []
         # One UPDATE and one INSERT of history per deadline (close, maximum runtime):
@@ -216,8 +275,7 @@ def release_due(now=None, *, limit=5000):
         # statements, not one per job.
         groups = defaultdict(list)
         for job in due:
-            left = int((job.closes_at - now).total_seconds())
-            groups[max(1, min(job.max_runtime_minutes * 60, left))].append(job)
+            groups[_deadline(job, now)].append(job)
         for deadline, group in groups.items():
             jobs.move_many(
                 group,
@@ -228,6 +286,9 @@ def release_due(now=None, *, limit=5000):
                 released_at=now,
                 deadline_seconds=deadline,
             )
+        for job in due:
+            job.reserved_cost = job.cost_of(job.deadline_seconds)
+        BatchJob.objects.bulk_update(due, ["reserved_cost"], batch_size=500)
         ids = [job.pk for job in due]
         # The namespace quota grows by the released jobs' GPUs (running_allotment).
         hooks.quota_changed_many({job.team_id for job in due})

@@ -7,7 +7,7 @@ reservation of that flavor for each occurrence. Jobs move through
 """
 
 from datetime import timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from functools import cached_property
 
 from django.conf import settings
@@ -199,6 +199,10 @@ class BatchJob(models.Model):
     lost_gpu_minutes = models.PositiveIntegerField(default=0)
     # An admin let it run past its team's hard budget (batch.actions.release_past_budget).
     budget_override = models.BooleanField(default=False)
+    # What it holds of its team's budget from its release to its end: its GPUs for its
+    # whole deadline (activeDeadlineSeconds) at its price. Billing counts it at that
+    # bound while it runs, and at what it used once it ended (docs/billing.md).
+    reserved_cost = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
     # GPU-seconds it held, recorded when it ends: the "recent usage" of fair shares.
     used_gpu_seconds = models.PositiveBigIntegerField(default=0)
     cluster_message = models.TextField(blank=True)
@@ -252,6 +256,30 @@ class BatchJob(models.Model):
         return timedelta(minutes=self.expected_runtime_minutes)
 
     @property
+    def cost_bound(self):
+        """What it may cost at most: its estimate (at its expected runtime) taken to its
+        maximum runtime, the deadline the portal gives it. What a hard budget checks."""
+        bound = self.estimated_cost * self.max_runtime_minutes / self.expected_runtime_minutes
+        return bound.quantize(Decimal("0.01"), ROUND_HALF_UP)
+
+    @property
+    def price_factor(self):
+        """Its window's off-peak factor, times the spot factor where it may run on spot
+        (1 outside a window): how its estimates and its cost are priced."""
+        factor = Decimal(1)
+        if self.window is not None:
+            factor = self.window.price_factor
+            if self.spot_allowed and self.window.spot_allowed:
+                factor *= settings.PORTAL_BATCH_SPOT_FACTOR
+        return factor
+
+    def cost_of(self, seconds):
+        """What `seconds` of all its GPUs cost at its price (flavor and window loaded)."""
+        gpu_hours = Decimal(seconds * self.total_gpus) / Decimal(3600)
+        cost = gpu_hours * self.flavor.price_per_gpu_hour * self.price_factor
+        return cost.quantize(Decimal("0.01"), ROUND_HALF_UP)
+
+    @property
     def kubernetes_name(self):
         """Deterministic, so a retried create lands on the same Job."""
         return f"batch-{self.pk}"
@@ -288,6 +316,7 @@ class BatchJobEvent(models.Model):
         FINISH = "finish", "Finished"
         REQUEUE = "requeue", "Requeued after a reclaim"
         IDLE_REQUEUE = "idle_requeue", "Requeued: idle"
+        BUDGET_STOP = "budget_stop", "Stopped: budget spent"
 
     job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="events")
     actor = models.ForeignKey(

@@ -195,6 +195,7 @@ class JobSerializer(serializers.ModelSerializer):
             "planned_start",
             "estimated_cost",
             "on_demand_cost",
+            "reserved_cost",
             "created_by",
             "created_at",
         ]

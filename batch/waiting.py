@@ -37,7 +37,9 @@ REASONS = {
     "too_big_there": "An earlier occurrence gives fewer GPUs of its flavor than it needs.",
     "too_big": "No window gives this many GPUs of its flavor.",
     "too_long": "No window is long enough for its maximum runtime.",
-    "held_by_budget": "Held: its estimated cost would take the team past its hard budget.",
+    "held_by_budget": (
+        "Held: its cost at its maximum runtime would take the team past its hard budget."
+    ),
     "no_window": "No window with capacity for its flavor opens in the planning horizon.",
 }
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -15,8 +16,10 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Value
+from django.urls import reverse
 from django.utils import timezone
 
+from batch import launch
 from billing import batchwindows, metering, prometheus, queries
 from billing.models import (
     BUDGET_VALIDATORS,
@@ -31,15 +34,20 @@ from billing.models import (
     mig_fraction,
 )
 from billing.rates import FACTOR_PLACES, RateCard, priced, spot_factor
+from cluster import clock
 from cluster.models import DraAllocation, Flavor
 from gpu_requests.models import QuotaRequest
-from teams import access, errors
+from teams import access, errors, hooks
 from teams.emails import one_line
-from teams.models import AuditEvent, Team
+from teams.emails import send as send_email
+from teams.formats import money
+from teams.models import AuditEvent, Membership, Team
 from teams.namespaces import namespace_of
+from teams.notices import Notice, absolute
 
 log = logging.getLogger(__name__)
 HOUR = timedelta(hours=1)
+CENT = Decimal("0.01")
 BUDGET_THRESHOLDS = (50, 80, 100)
 
 
@@ -344,6 +352,8 @@ def ingest_closed_hours(now=None, limit=None):
             log.warning("billing: hour %s stays pending: %s", hour.isoformat(), exc)
             break
         done += 1
+    if done:
+        enforce_budgets()  # the hours metered may take a team to its hard budget
     return done
 
 
@@ -421,9 +431,12 @@ def reprice_from(start):
 
 
 @transaction.atomic
-def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
-    """Set (or with None, remove) a team's monthly budget and its mode; audited with
-    the old and new values. Its managers and platform admins only."""
+def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT, when_spent=None):
+    """Set (or with None, remove) a team's monthly budget, its mode and what a hard
+    one does once spent (`when_spent`, Budget.WhenSpent; unchanged if None, stop
+    running batch jobs for a new budget); audited with the old and new values. Its
+    managers and platform admins only. A spent hard budget raised above the team's
+    running total, made soft or removed lets the team's GPU work go again."""
     if not access.can_manage(by, team):
         raise errors.NotAllowed("Only the team's managers and platform admins set budgets.")
     if amount is not None:
@@ -438,43 +451,285 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT):
             raise ValidationError({"monthly_amount": problems})
     if mode not in Budget.Mode.values:
         raise ValidationError({"mode": f"Give one of {', '.join(Budget.Mode.values)}."})
+    if when_spent is not None and when_spent not in Budget.WhenSpent.values:
+        choices = ", ".join(Budget.WhenSpent.values)
+        raise ValidationError({"when_spent": f"Give one of {choices}."})
     # The team's row is locked, not the budget's, which may not be there yet: two
     # concurrent changes, first ones too, take turns and audit what each replaced.
     Team.objects.select_for_update().only("pk").get(pk=team.pk)
     old = Budget.objects.filter(team=team).first()
-    before = "none" if old is None else _budget_words(old.monthly_amount, old.mode)
+    before = "none" if old is None else _budget_words(old.monthly_amount, old.mode, old.when_spent)
     if amount is None:
         if old is None:
             return None
         old.delete()
         budget, action, after = None, BudgetAction.REMOVE, "none"
+        if old.spent_at is not None:
+            _lifted(old, "the budget was removed", by=by)
     else:
+        when_spent = when_spent or (old.when_spent if old else Budget.WhenSpent.STOP_RUNNING)
         budget, _ = Budget.objects.update_or_create(
-            team=team, defaults={"monthly_amount": amount, "mode": mode}
+            team=team, defaults={"monthly_amount": amount, "mode": mode, "when_spent": when_spent}
         )
-        action, after = BudgetAction.SET, _budget_words(amount, mode)
+        action, after = BudgetAction.SET, _budget_words(amount, mode, when_spent)
         if before == after:
             return budget
     AuditEvent.record(team_id=team.pk, action=action, actor=by, reason=f"{before} -> {after}")
+    if budget is not None:
+        enforce_budgets(team_ids=[team.pk], reconsider=True, by=by)
+        budget.refresh_from_db()
     return budget
 
 
-def _budget_words(amount, mode):
-    return f"{amount:.2f} {settings.PORTAL_CURRENCY} a month ({mode})"
+def _budget_words(amount, mode, when_spent=None):
+    words = f"{amount:.2f} {settings.PORTAL_CURRENCY} a month ({mode})"
+    if mode == Budget.Mode.HARD and when_spent:
+        words += f", when spent: {when_spent}"
+    return words
+
+
+@dataclass(frozen=True)
+class RunningTotal:
+    """What a team has spent this month and what its running batch jobs may still
+    cost: the ledger to its last metered hour, and batch jobs' use since then, plus
+    the rest of each running job's reservation (billing.batchwindows.batch_charges)."""
+
+    spent: Decimal = Decimal(0)
+    reserved: Decimal = Decimal(0)
+
+    @property
+    def total(self):
+        return self.spent + self.reserved
+
+
+def metered_through(now):
+    """The end of the newest hour in the ledger before `now`, or None. One query."""
+    newest = (
+        IngestedHour.objects.filter(status=IngestedHour.Status.DONE, hour__lt=now)
+        .order_by("-hour")
+        .values_list("hour", flat=True)
+        .first()
+    )
+    return None if newest is None else min(newest + HOUR, now)
+
+
+def running_totals(team_ids, now):
+    """{team id: RunningTotal} this month, for every team in `team_ids`. Three queries."""
+    team_ids = list(team_ids)
+    if not team_ids:
+        return {}
+    month = month_start(now)
+    through = max(metered_through(now) or month, month)
+    ledger = queries.spend_by_team(month, through)
+    batch = batchwindows.batch_charges(team_ids, through, now)
+    totals = {}
+    for team_id in team_ids:
+        used, reserved = batch.get(team_id, (Decimal(0), Decimal(0)))
+        totals[team_id] = RunningTotal(ledger.get(team_id, Decimal(0)) + used, reserved)
+    return totals
+
+
+def is_spent(total, amount):
+    """A hard budget is spent once what the team spent reaches it, or what it spent
+    and its running jobs may still cost goes past it."""
+    return total.spent >= amount or total.total > amount
+
+
+def held_this_month(budget, now):
+    return budget.spent_at is not None and budget.spent_at >= month_start(now)
 
 
 def budget_left(team_ids, now):
-    """{team id: what is left this month} of the teams with a hard budget, from the
-    ledger's month-to-date spend (at the configured charge). Two queries."""
-    budgets = dict(
-        Budget.objects.filter(team_id__in=team_ids, mode=Budget.Mode.HARD).values_list(
-            "team_id", "monthly_amount"
+    """{team id: what is left this month} of the teams with a hard budget: the budget
+    less the running total (`running_totals`), and nothing while the budget is spent
+    (held until the month turns or the budget is raised). Four queries."""
+    budgets = list(
+        Budget.objects.filter(team_id__in=team_ids, mode=Budget.Mode.HARD).only(
+            "team_id", "monthly_amount", "spent_at"
         )
     )
     if not budgets:
         return {}
-    spend = queries.spend_by_team(month_start(now), now)
-    return {team_id: amount - spend.get(team_id, 0) for team_id, amount in budgets.items()}
+    totals = running_totals([budget.team_id for budget in budgets], now)
+    left = {}
+    for budget in budgets:
+        left[budget.team_id] = budget.monthly_amount - totals[budget.team_id].total
+        if held_this_month(budget, now):
+            left[budget.team_id] = min(left[budget.team_id], Decimal(0))
+    return left
+
+
+def enforce_budgets(now=None, *, team_ids=None, reconsider=False, by=None):
+    """Hold the GPU work of each team whose running total reached its hard budget,
+    and let it go again when the month turned (or, with `reconsider`, after a change
+    of the budget) and the total is below it. Returns {team id: "spent" | "lifted"}.
+
+    Spent: recorded (`Budget.spent_at`, audited), the team's running batch jobs
+    stopped if its rule says so (hooks.budget_spent), its namespace capped at what
+    runs (hooks.on_quota_cap through `held_namespaces`, applied by the team's
+    sync), and its managers told (a notice and an email). Held, a team stays held
+    for the month, whatever its jobs give back, until the budget is raised.
+    Four queries for every team, and a few writes per team that changes.
+    """
+    now = now or clock.now()
+    budgets = Budget.objects.filter(Q(mode=Budget.Mode.HARD) | Q(spent_at__isnull=False))
+    if team_ids is not None:
+        budgets = budgets.filter(team_id__in=team_ids)
+    budgets = list(budgets.select_related("team"))
+    totals = running_totals(
+        [budget.team_id for budget in budgets if budget.mode == Budget.Mode.HARD], now
+    )
+    done = {}
+    for budget in budgets:
+        hard = budget.mode == Budget.Mode.HARD
+        total = totals.get(budget.team_id, RunningTotal())
+        spent = hard and is_spent(total, budget.monthly_amount)
+        held = held_this_month(budget, now)
+        if held and (spent or not reconsider):
+            continue  # held for the month: only a raise or the month's turn lets it go
+        with transaction.atomic():
+            if spent:
+                if _spent(budget, total, now):
+                    done[budget.team_id] = "spent"
+            elif budget.spent_at is not None:
+                if not hard:
+                    why = "the budget was made soft"
+                elif held:
+                    why = "the budget was raised above the team's running total"
+                else:
+                    why = "a new month began"
+                if _lifted(budget, why, by=by):
+                    done[budget.team_id] = "lifted"
+    return done
+
+
+def _spent(budget, total, now):
+    """Record the budget spent (once, if another run did not just now), apply its rule
+    and tell the team. True if this call recorded it."""
+    was = Q(spent_at__isnull=True) if budget.spent_at is None else Q(spent_at=budget.spent_at)
+    if not Budget.objects.filter(was, pk=budget.pk).update(spent_at=now):
+        return False
+    budget.spent_at = now
+    team = budget.team
+    reason = (
+        f"{team.name}'s hard budget of {money(budget.monthly_amount)} for "
+        f"{now:%B %Y} is spent ({money(total.spent)} spent"
+        + (
+            f", {money(total.reserved)} more reserved by running batch jobs"
+            if total.reserved
+            else ""
+        )
+        + ")."
+    )
+    stopped = []
+    if budget.when_spent == Budget.WhenSpent.STOP_RUNNING:
+        stopped = hooks.budget_spent(team.pk, reason=f"Stopped: {reason}", now=now)
+    hooks.quota_changed(team.pk)  # the namespace is capped at what runs
+    what = f"Stopped {len(stopped)}: {', '.join(stopped)}." if stopped else "Nothing stopped."
+    AuditEvent.record(
+        team_id=team.pk, action=BudgetAction.SPENT, reason=f"{reason} New GPU work held. {what}"
+    )
+    facts = [
+        ("Team", team.name),
+        ("Budget", f"{money(budget.monthly_amount)} a month (hard)"),
+        ("Spent", money(total.spent)),
+        ("Reserved by running batch jobs", money(total.reserved)),
+        ("When spent", Budget.WhenSpent(budget.when_spent).label),
+        ("Held until", f"the month turns ({next_month(now):%d %B %Y}) or the budget is raised"),
+    ]
+    if stopped:
+        facts.append(("Stopped", ", ".join(stopped)))
+    _tell(
+        team,
+        "budget_spent",
+        f"{team.name} has spent its hard GPU budget: new GPU work is held",
+        reason,
+        facts,
+        data={
+            "team": team.slug,
+            "monthly_amount": str(budget.monthly_amount),
+            "spent": str(total.spent.quantize(CENT)),
+            "reserved": str(total.reserved.quantize(CENT)),
+            "when_spent": budget.when_spent,
+            "stopped": stopped,
+        },
+    )
+    return True
+
+
+def _lifted(budget, why, *, by=None):
+    """Let the team's GPU work go again; True if this call did."""
+    # A removed budget (its row deleted, pk None) has nothing left to clear.
+    cleared = Budget.objects.filter(pk=budget.pk, spent_at=budget.spent_at)
+    if budget.pk is not None and not cleared.update(spent_at=None):
+        return False
+    budget.spent_at = None
+    team = budget.team
+    hooks.quota_changed(team.pk)  # the namespace's cap goes
+    reason = f"GPU work of {team.name} is no longer held: {why}."
+    AuditEvent.record(team_id=team.pk, action=BudgetAction.LIFTED, actor=by, reason=reason)
+    _tell(
+        team,
+        "budget_lifted",
+        f"{team.name}'s GPU budget hold is lifted",
+        reason,
+        [("Team", team.name), ("Why", why)],
+        data={"team": team.slug},
+    )
+    return True
+
+
+def next_month(now):
+    start = month_start(now)
+    return (start + timedelta(days=32)).replace(day=1)
+
+
+def _tell(team, event, title, text, facts, data):
+    """The team's owner told: a notice for the webhooks (in this transaction), and an
+    email to its managers (every member with an address, without one) after it."""
+    url = absolute(reverse("team_page", args=[team.slug]))
+    hooks.notice(
+        Notice(
+            event=event,
+            team_id=team.pk,
+            title=title,
+            url=url,
+            text=text,
+            facts=tuple(facts),
+            data=data,
+        )
+    )
+    recipients = list(
+        team.memberships.filter(role=Membership.Role.MANAGER, user__is_active=True)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    ) or list(
+        team.memberships.filter(user__is_active=True)
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
+    )
+    context = {"title": title, "text": text, "facts": facts, "url": url}
+    transaction.on_commit(
+        lambda: send_email("budget", f"[GPU portal] {title}", sorted(recipients), context),
+        robust=True,
+    )
+
+
+def held_namespaces(team_ids):
+    """The namespaces a spent hard budget holds (registered with hooks.on_quota_cap):
+    {team id: {resource name: GPUs}} capped at what runs now, the GPUs of the team's
+    released and running batch jobs (those its rule left running, and those an admin
+    released past the budget). Kubernetes evicts nothing over quota: pods running
+    go on, no new one starts. Two queries (one without a held team)."""
+    held = list(
+        Budget.objects.filter(
+            team_id__in=team_ids, mode=Budget.Mode.HARD, spent_at__isnull=False
+        ).values_list("team_id", flat=True)
+    )
+    caps = {team_id: {} for team_id in held}
+    for team_id, resource, gpus in launch.running_allotment(held) if held else ():
+        caps[team_id][resource] = caps[team_id].get(resource, 0) + gpus
+    return caps
 
 
 def month_start(moment):

@@ -1,12 +1,15 @@
 """Admin: the rate card is append-only (rows are added through the action,
 never edited), budgets are set through the action, hours are read-only."""
 
+from contextlib import contextmanager
+
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 
 from billing import actions
 from billing.models import Budget, IngestedHour, Rate
+from teams import errors
 from teams.admin import SafeAutocompleteMixin
 from teams.formats import money
 
@@ -68,7 +71,13 @@ class RateAdmin(admin.ModelAdmin):
 
 @admin.register(Budget)
 class BudgetAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
-    list_display = ["team", "amount", "updated_at"]
+    """Through `actions.set_budget`, as on the Spend page: audited, and a spent hard
+    budget raised above the team's running total lets its GPU work go at once."""
+
+    list_display = ["team", "amount", "mode", "when_spent", "spent_at", "updated_at"]
+    list_filter = ["mode"]
+    fields = ["team", "monthly_amount", "mode", "when_spent", "spent_at"]
+    readonly_fields = ["spent_at"]
     autocomplete_fields = ["team"]
 
     def get_readonly_fields(self, request, obj=None):
@@ -92,6 +101,33 @@ class BudgetAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     @admin.display(description="Monthly amount", ordering="monthly_amount")
     def amount(self, budget):
         return money(budget.monthly_amount)
+
+    def save_model(self, request, obj, form, change):
+        with _refused_as_403():
+            budget = actions.set_budget(
+                obj.team,
+                obj.monthly_amount,
+                by=request.user,
+                mode=obj.mode,
+                when_spent=obj.when_spent,
+            )
+        obj.pk = budget.pk
+
+    def delete_model(self, request, obj):
+        with _refused_as_403():
+            actions.set_budget(obj.team, None, by=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for budget in queryset.select_related("team"):
+            self.delete_model(request, budget)
+
+
+@contextmanager
+def _refused_as_403():
+    try:
+        yield
+    except errors.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
 
 
 @admin.register(IngestedHour)

@@ -182,7 +182,20 @@ class BudgetSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(
         choices=Budget.Mode.choices,
         default=Budget.Mode.SOFT,
-        help_text="soft: alerts at 50, 80 and 100 %; hard: also holds batch jobs past it.",
+        help_text="soft: alerts at 50, 80 and 100 %; hard: also binds (docs/billing.md).",
+    )
+    when_spent = serializers.ChoiceField(
+        choices=Budget.WhenSpent.choices,
+        required=False,
+        help_text="What a hard budget does once the team's running total reaches it, besides "
+        "holding new GPU work: stop_running (the default for a new budget) or hold_new. "
+        "Unchanged if left out.",
+    )
+    spent_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When the hard budget was found spent this month: the team's GPU work is "
+        "held until the month turns or the budget is raised. Null while it is not.",
     )
     currency = serializers.CharField(read_only=True)
 
@@ -192,18 +205,8 @@ class BudgetsView(APIView):
     def get(self, request):
         """Budgets of your teams (every team's for platform admins)."""
         budgets = Budget.objects.filter(team__in=access.teams_for(request.user))
-        rows = budgets.values_list("team__slug", "monthly_amount", "mode").order_by("team__slug")
-        return Response(
-            [
-                {
-                    "team": slug,
-                    "monthly_amount": str(amount),
-                    "mode": mode,
-                    "currency": settings.PORTAL_CURRENCY,
-                }
-                for slug, amount, mode in rows
-            ]
-        )
+        rows = budgets.select_related("team").order_by("team__slug")
+        return Response([_budget_body(budget.team, budget) for budget in rows])
 
     @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer, 404: NOT_YOURS})
     def post(self, request):
@@ -215,14 +218,23 @@ class BudgetsView(APIView):
         if team is None:
             raise Http404("No such team among yours.")
         budget = actions.set_budget(
-            team, data["monthly_amount"], by=request.user, mode=data["mode"]
+            team,
+            data["monthly_amount"],
+            by=request.user,
+            mode=data["mode"],
+            when_spent=data.get("when_spent"),
         )
-        amount = None if budget is None else str(budget.monthly_amount)
-        return Response(
-            {
-                "team": team.slug,
-                "monthly_amount": amount,
-                "mode": data["mode"] if budget else Budget.Mode.SOFT,
-                "currency": settings.PORTAL_CURRENCY,
-            }
-        )
+        return Response(_budget_body(team, budget))
+
+
+def _budget_body(team, budget):
+    return {
+        "team": team.slug,
+        "monthly_amount": None if budget is None else str(budget.monthly_amount),
+        "mode": budget.mode if budget else Budget.Mode.SOFT,
+        "when_spent": budget.when_spent if budget else Budget.WhenSpent.STOP_RUNNING,
+        "spent_at": budget.spent_at.isoformat().replace("+00:00", "Z")
+        if budget and budget.spent_at
+        else None,
+        "currency": settings.PORTAL_CURRENCY,
+    }

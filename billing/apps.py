@@ -6,8 +6,11 @@ class BillingConfig(AppConfig):
     name = "billing"
 
     def ready(self):
-        from billing import actions, pools
+        from billing import actions, pools, views
         from teams import hooks
 
         hooks.on_budget_left(actions.budget_left)
+        # A spent hard budget caps the team's namespace at what runs; its page says why.
+        hooks.on_quota_cap(actions.held_namespaces)
+        hooks.on_team_panel(views.budget_panel)
         hooks.on_cluster_panel(pools.panel)

@@ -59,3 +59,39 @@ def reclaimed_pods(hour):
     jobs = BatchJob.objects.filter(unfinished | ~Q(status__in=BatchJob.FINISHED))
     rows = jobs.filter(created_at__lt=hour + HOUR).values_list("disrupted_pods", flat=True)
     return frozenset(uid for uids in rows for uid in uids or ())
+
+
+def batch_charges(team_ids, through, now):
+    """{team id: (used, reserved)}: what the teams' batch jobs cost after `through`
+    (the ledger's end: before it, the ledger holds their GPU time), as money. A job
+    holds its reservation (`BatchJob.reserved_cost`: its GPUs for its whole
+    deadline) from its release: while it runs, the part of it up to `now` is used
+    and the rest reserved; once it ends, only what it used from its start to its
+    end counts, and the rest is the team's again. One query."""
+    jobs = BatchJob.objects.filter(
+        team_id__in=team_ids,
+        reserved_cost__isnull=False,
+        released_at__isnull=False,
+        deadline_seconds__gt=0,
+    ).filter(Q(status__in=BatchJob.HOLDING) | Q(finished_at__gt=through))
+    charges = {}
+    fields = ("team_id", "status", "reserved_cost", "deadline_seconds", "released_at")
+    for team_id, status, reserved, deadline, released, started, finished in jobs.values_list(
+        *fields, "started_at", "finished_at"
+    ):
+        per_second = reserved / Decimal(deadline)
+        end = released + timedelta(seconds=deadline)
+        if status in BatchJob.HOLDING:
+            begin = max(through, released)
+            used = max((min(now, end) - begin).total_seconds(), 0)
+            left = max((end - max(now, begin)).total_seconds(), 0)
+        else:
+            begin = max(through, started or released)
+            used = max((min(finished, end) - begin).total_seconds(), 0)
+            left = 0
+        was = charges.get(team_id, (Decimal(0), Decimal(0)))
+        charges[team_id] = (
+            was[0] + per_second * Decimal(used),
+            was[1] + per_second * Decimal(left),
+        )
+    return charges

@@ -15,3 +15,10 @@ class BudgetForm(forms.Form):
     mode = forms.ChoiceField(
         label="Mode", choices=Budget.Mode.choices, initial=Budget.Mode.SOFT, required=False
     )
+    when_spent = forms.ChoiceField(
+        label="Once a hard budget is spent",
+        choices=Budget.WhenSpent.choices,
+        initial=Budget.WhenSpent.STOP_RUNNING,
+        required=False,
+        help_text="New GPU work is held either way, in the team's namespace too.",
+    )

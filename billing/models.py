@@ -24,6 +24,8 @@ MIG_PROFILE = re.compile(r"mig-(\d+)g\.(\d+)gb$")
 class BudgetAction(models.TextChoices):
     SET = "budget_set", "Budget set"
     REMOVE = "budget_remove", "Budget removed"
+    SPENT = "budget_spent", "Budget spent: GPU work held"
+    LIFTED = "budget_lifted", "Budget hold lifted"
 
 
 register_audit_actions(BudgetAction)
@@ -111,17 +113,32 @@ BUDGET_VALIDATORS = [MinValueValidator(MIN_BUDGET), MaxValueValidator(MAX_BUDGET
 
 class Budget(models.Model):
     """A team's monthly spending goal, in `PORTAL_CURRENCY`: soft (alerts at 50, 80
-    and 100 %) or hard (also holds batch jobs that would take the team past it)."""
+    and 100 %) or hard (binds: batch jobs are released only within it, at their
+    maximum runtime's cost, and once the team's running total reaches it, new GPU
+    work is held, in the namespace too, and running batch work stopped as
+    `when_spent` says; docs/billing.md, "Budgets")."""
 
     class Mode(models.TextChoices):
         SOFT = "soft", "Soft: alerts only"
-        HARD = "hard", "Hard: alerts, and batch jobs past it are held"
+        HARD = "hard", "Hard: alerts, and GPU work past it is held"
+
+    class WhenSpent(models.TextChoices):
+        STOP_RUNNING = "stop_running", "Stop running batch jobs, and hold new GPU work"
+        HOLD_NEW = "hold_new", "Hold new GPU work only: running batch jobs finish"
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="budget")
     monthly_amount = models.DecimalField(
         max_digits=14, decimal_places=2, validators=BUDGET_VALIDATORS
     )
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.SOFT)
+    # A hard budget's rule once the running total reaches it.
+    when_spent = models.CharField(
+        max_length=16, choices=WhenSpent.choices, default=WhenSpent.STOP_RUNNING
+    )
+    # When the running total reached this hard budget in the current month: the
+    # team's GPU work is held until the month turns or the budget is raised
+    # (billing.actions.enforce_budgets). Empty while it is not spent.
+    spent_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):

@@ -12,7 +12,10 @@ from django.views.decorators.http import require_POST
 from billing import actions, exports, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
+from cluster import clock
+from provisioning.manifests import BUDGET_QUOTA_NAME
 from teams import access, errors, hooks
+from teams.namespaces import namespace_of
 
 
 def _team_for_user(user, slug):
@@ -104,6 +107,9 @@ def team_page(request, slug):
                 initial={
                     "monthly_amount": getattr(report["budget"], "monthly_amount", None),
                     "mode": getattr(report["budget"], "mode", Budget.Mode.SOFT),
+                    "when_spent": getattr(
+                        report["budget"], "when_spent", Budget.WhenSpent.STOP_RUNNING
+                    ),
                 }
             ),
             "can_set_budget": can_set_budget,
@@ -128,6 +134,7 @@ def team_budget(request, slug):
                 form.cleaned_data["monthly_amount"],
                 by=request.user,
                 mode=form.cleaned_data["mode"] or Budget.Mode.SOFT,
+                when_spent=form.cleaned_data["when_spent"] or None,
             )
         except errors.NotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
@@ -259,3 +266,23 @@ def health_page(request):
             "spans": [(span, "24 hours" if span == 1 else f"{span} days") for span in health.SPANS],
         },
     )
+
+
+def budget_panel(team):
+    """The team page's note while a hard budget holds the team's GPU work (registered
+    with hooks.on_team_panel): why, what is held, and when it lifts. One query, four
+    more while held."""
+    budget = Budget.objects.filter(team=team, mode=Budget.Mode.HARD, spent_at__isnull=False).first()
+    if budget is None:
+        return None
+    now = clock.now()
+    total = actions.running_totals([team.pk], now)[team.pk]
+    return "billing/_budget_held.html", {
+        "team": team,
+        "budget": budget,
+        "total": total,
+        "namespace": namespace_of(team.slug),
+        "quota_name": BUDGET_QUOTA_NAME,
+        "stops_running": budget.when_spent == Budget.WhenSpent.STOP_RUNNING,
+        "lifts_on": actions.next_month(budget.spent_at),
+    }

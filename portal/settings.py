@@ -629,10 +629,18 @@ PORTAL_BILLING_LABEL_NODE = env_str("PORTAL_BILLING_LABEL_NODE", "node")
 for _name in ("NAMESPACE", "POD", "HOSTNAME", "NODE"):
     if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", globals()[f"PORTAL_BILLING_LABEL_{_name}"]):
         raise ImproperlyConfigured(f"PORTAL_BILLING_LABEL_{_name} is not a Prometheus label name")
+# Seconds between two looks at hard budgets: a team whose running total reached its
+# budget is held (and its running batch work stopped, as the budget says), and let go
+# when the month turns (docs/billing.md, "Budgets").
+PORTAL_BUDGET_INTERVAL = env_int("PORTAL_BUDGET_INTERVAL", 60, minimum=1)
 CELERY_BEAT_SCHEDULE |= {
     "billing-ingest-closed-hours": {
         "task": "billing.ingest_closed_hours",
         "schedule": PORTAL_BILLING_INTERVAL,
+    },
+    "billing-enforce-budgets": {
+        "task": "billing.enforce_budgets",
+        "schedule": PORTAL_BUDGET_INTERVAL,
     },
 }
 

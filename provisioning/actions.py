@@ -165,7 +165,26 @@ def reconcile(cluster, objects, applied, *, read=False):
         cluster.apply(obj, field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
         writes += 1
         new_applied[key] = wanted
+    writes += _prune(cluster, objects, applied)
     return new_applied, writes, drift
+
+
+def _prune(cluster, objects, applied):
+    """Delete what was applied for the team and is no longer wanted (the budget's
+    quota once the hold lifts): one DELETE each (a 404 is fine). Nothing while the
+    team has no objects: its namespace is deleted, and everything in it goes with it."""
+    wanted = {object_key(obj) for obj in objects}
+    namespace = next(
+        (o["metadata"]["namespace"] for o in objects if "namespace" in o["metadata"]), None
+    )
+    deleted = 0
+    for key in sorted(set(applied) - wanted):
+        kind, _, name = key.partition("/")
+        if namespace is None or kind not in kube.KINDS:
+            continue
+        cluster.delete(kind, name, namespace if kube.KINDS[kind][2] else None)
+        deleted += 1
+    return deleted
 
 
 def _record_error(team_id, token, generation, exc):

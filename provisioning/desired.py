@@ -33,6 +33,8 @@ class Desired:
     user_names: list = field(default_factory=list)
     archived: bool = False
     namespace_deleted: bool = False
+    # While a hard budget holds the namespace (hooks.on_quota_cap): the GPUs it may hold.
+    cap_by_resource: dict | None = None
 
     def subjects(self):
         if settings.PORTAL_RBAC_SUBJECTS == "users":
@@ -64,9 +66,16 @@ class Desired:
             quota_annotations=holdings,
         )
         request_url = settings.PORTAL_BASE_URL.rstrip("/") + reverse("request_new")
-        return objects + policies.team_policies(
+        objects += policies.team_policies(
             self.policy_flavors, self.slug, prefix, request_url=request_url
         )
+        return self._capped(objects)
+
+    def _capped(self, objects):
+        """With the budget's quota last, while a cap holds the namespace."""
+        if self.cap_by_resource is None:
+            return objects
+        return [*objects, manifests.budget_quota(self.namespace, self.slug, self.cap_by_resource)]
 
     def digest(self):
         return digest(self.objects())
@@ -119,8 +128,21 @@ def _hold(state, row):
     state.held_by_flavor[row["flavor__slug"]] = row["gpus"]
 
 
+def _add_quota_cap(states):
+    """Cap the namespaces some app holds (hooks.on_quota_cap: a spent hard budget) at
+    what it says, never above the quota itself. Archived teams are at zero already."""
+    live = [team_id for team_id, state in states.items() if not state.archived]
+    for team_id, cap in hooks.quota_caps(live).items():
+        state = states[team_id]
+        state.cap_by_resource = {
+            resource: min(gpus, cap.get(resource, 0))
+            for resource, gpus in state.gpus_by_resource.items()
+        }
+
+
 def desired_states(team_ids=None):
-    """{team_id: Desired}. Four queries (five in users mode), however many teams."""
+    """{team_id: Desired}. Four queries (five in users mode), however many teams, and
+    what the registered providers of extra quota and caps ask."""
     from provisioning.models import TeamSync
 
     teams = Team.objects.all()
@@ -146,6 +168,7 @@ def desired_states(team_ids=None):
     for row in rows.annotate(gpus=Sum("gpus")).order_by():
         _hold(states[row["team_id"]], row)
     _add_extra_quota(states)
+    _add_quota_cap(states)
 
     deleted = TeamSync.objects.filter(team_id__in=states, namespace_deleted_at__isnull=False)
     for team_id in deleted.values_list("team_id", flat=True):
@@ -183,6 +206,7 @@ def desired_state(team_id, row=None):
         for item in active:
             _hold(state, item)
         _add_extra_quota({team_id: state})
+        _add_quota_cap({team_id: state})
     if settings.PORTAL_RBAC_SUBJECTS == "users" and not state.archived:
         members = Membership.objects.filter(team_id=team_id, user__is_active=True)
         state.user_names = list(members.values_list("user__username", flat=True))

@@ -12,6 +12,9 @@ MANAGED_BY = "gpu-portal"
 TEAM_LABEL = "gpu-portal.io/team"
 
 QUOTA_NAME = "gpu-quota"
+# A second ResourceQuota while the team's hard budget is spent: its name is what a
+# refused pod's message says ("exceeded quota: gpu-budget-spent, ...").
+BUDGET_QUOTA_NAME = "gpu-budget-spent"
 LIMIT_RANGE_NAME = "gpu-portal-defaults"
 ROLE_BINDING_NAME = "gpu-portal-team"
 NETWORK_POLICY_NAME = "gpu-portal-default-deny-ingress"
@@ -91,6 +94,19 @@ def resource_quota(namespace, team_slug, gpus_by_resource, annotations=None):
         "metadata": metadata,
         "spec": {"hard": quota_hard(gpus_by_resource)},
     }
+
+
+def budget_quota(namespace, team_slug, gpus_by_resource):
+    """The cap while the team's hard budget is spent: each GPU resource at what the
+    team runs now, so nothing new starts (Kubernetes evicts nothing over quota). Kept
+    beside `gpu-quota`, which stays as approved, so the refusal names the budget."""
+    quota = resource_quota(namespace, team_slug, gpus_by_resource)
+    quota["metadata"]["name"] = BUDGET_QUOTA_NAME
+    quota["metadata"]["annotations"] = {
+        "gpu-portal.io/reason": "The team's hard GPU budget is spent: new GPU work is held "
+        "until the month turns or the budget is raised (see the team's page in the portal)."
+    }
+    return quota
 
 
 def limit_range(namespace, team_slug, default_requests=None):

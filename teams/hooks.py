@@ -39,7 +39,11 @@ Events:
   their deliveries there).
 
 Budgets: `on_budget_left(provider)` says what teams may still spend this
-month (billing's hard budgets), for batch to hold work past it.
+month (billing's hard budgets), for batch to hold work past it;
+`on_budget_spent(callback)` is what an app does when a team's hard budget says
+stop its running work (batch stops its running jobs); `on_quota_cap(provider)`
+caps what a team's namespace may hold below its quota (billing's spent hard
+budget: what is running), as `on_extra_quota` adds to it.
 
 Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
 app above this one (provisioning's "How to use your namespace");
@@ -59,6 +63,8 @@ _cluster_panels = []
 _workload_panels = []
 _spend_panels = []
 _budget_left = []
+_budget_spent = []
+_quota_caps = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -138,6 +144,31 @@ def extra_quota(team_ids):
         for (_, resource), gpus in held.items():
             by_resource[resource] = by_resource.get(resource, 0) + gpus
     return extra
+
+
+def on_quota_cap(provider):
+    """Cap what a team's namespace may hold below its quota (billing, while a hard
+    budget is spent): `provider(team_ids)` returns {team_id: {resource_name: gpus}}
+    for the teams it caps; a resource it does not name is capped at none. Who changes
+    what a provider returns calls `quota_changed(team_id)`, as for any change of quota."""
+    return _register(_quota_caps, provider)
+
+
+def quota_caps(team_ids):
+    """{team_id: {resource_name: gpus}} of the capped teams: the least of the providers'
+    caps per resource (a query or so each)."""
+    caps = {}
+    for provider in _quota_caps:
+        for team_id, by_resource in provider(team_ids).items():
+            if team_id not in caps:
+                caps[team_id] = dict(by_resource)
+                continue
+            mine = caps[team_id]
+            caps[team_id] = {
+                resource: min(mine.get(resource, 0), by_resource.get(resource, 0))
+                for resource in mine.keys() & by_resource.keys()
+            }
+    return caps
 
 
 def members_changed(team_id):
@@ -221,6 +252,22 @@ def on_budget_left(provider):
     """What teams may still spend this month where that holds work back (billing's hard
     budgets): `provider(team_ids, now)` returns {team_id: amount left}."""
     return _register(_budget_left, provider)
+
+
+def on_budget_spent(callback):
+    """Stop a team's running work when its hard budget says so (billing, once spent):
+    `callback(team_id, reason=text, now=instant)` runs in the transaction that records
+    the budget spent and returns what it stopped, as short phrases for the owner's
+    notice."""
+    return _register(_budget_spent, callback)
+
+
+def budget_spent(team_id, *, reason, now):
+    """[what was stopped] over the callbacks."""
+    stopped = []
+    for callback in _budget_spent:
+        stopped.extend(callback(team_id, reason=reason, now=now))
+    return stopped
 
 
 def budget_left(team_ids, now):

@@ -23,7 +23,8 @@ NOON = datetime(2026, 6, 1, 16, tzinfo=UTC)
 def queued(allowlist, nightly, alice, carol, h100):
     """Vision's hard budget of 20 with 16 spent this month (4 GPU-hours of H100 at
     4.00 on the ledger), and two of its jobs, each estimated at 8.00 (2 GPUs x 2 h x
-    4.00 x the window's 0.5): the first is past what is left, the second too."""
+    4.00 x the window's 0.5) and costing at most 12.00 (its maximum runtime, 3 h):
+    the first is past what is left, the second too."""
     vision = alice.memberships.get().team
     meter(NOON - timedelta(hours=3), teams={(vision, h100): (4 * 3600, 4 * 3600, 0, 0)})
     billing_actions.set_budget(vision, Decimal("20"), by=carol, mode="hard")
@@ -46,8 +47,8 @@ def test_a_hard_budget_holds_the_jobs_past_it_with_the_reason(queued, alice):
         assert body["waiting_reason"]["code"] == "held_by_budget"
         assert body["eta"] is None
         assert body["explanation"].startswith(
-            "Held by Vision's budget: its estimated cost (8.00 USD) would take the team "
-            "past it (4.00 USD left this month)."
+            "Held by Vision's budget: its cost at its maximum runtime of 180 min (12.00 USD) "
+            "would take the team past it (4.00 USD left this month)."
         )
 
 
@@ -82,7 +83,7 @@ def test_an_admin_releases_one_job_past_the_budget_and_it_is_audited(queued, ali
     second = detail(alice, queued["second"])
     assert second["waiting_reason"]["code"] == "held_by_budget"
     assert (
-        "(4.00 USD left this month; the team's jobs ahead of it take 8.00 USD)"
+        "(4.00 USD left this month; the team's jobs ahead of it take 12.00 USD)"
         in (second["explanation"])
     )
 

@@ -92,12 +92,25 @@ def test_budgets(client, carol, alice, bob, vision):
     response = client.post("/api/v1/billing/budgets/", body, content_type="application/json")
     assert response.status_code == 200
     assert client.get("/api/v1/billing/budgets/").json() == [
-        {"team": "vision", "monthly_amount": "250.00", "mode": "soft", "currency": "USD"}
+        {
+            "team": "vision",
+            "monthly_amount": "250.00",
+            "mode": "soft",
+            "when_spent": "stop_running",
+            "spent_at": None,
+            "currency": "USD",
+        }
     ]
     hard = {**body, "mode": "hard"}
     response = client.post("/api/v1/billing/budgets/", hard, content_type="application/json")
     assert response.json()["mode"] == "hard"
     assert client.get("/api/v1/billing/budgets/").json()[0]["mode"] == "hard"
+    held = {**hard, "when_spent": "hold_new"}
+    response = client.post("/api/v1/billing/budgets/", held, content_type="application/json")
+    assert response.json()["when_spent"] == "hold_new"
+    # Left out, the rule stays as it is.
+    response = client.post("/api/v1/billing/budgets/", hard, content_type="application/json")
+    assert response.json()["when_spent"] == "hold_new"
     bad = {**body, "mode": "strict"}
     response = client.post("/api/v1/billing/budgets/", bad, content_type="application/json")
     assert response.status_code == 400 and "mode" in response.json()

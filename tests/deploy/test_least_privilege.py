@@ -19,6 +19,7 @@ tests/provisioning/conftest.py).
 """
 
 import contextlib
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -26,6 +27,8 @@ from django.utils import timezone
 from batch import actions as batch_actions
 from batch import launch, watch
 from batch.models import BatchJob
+from billing import actions as billing_actions
+from billing.actions import hour_floor
 from cluster import actions as cluster_actions
 from cluster import kube
 from cluster.models import Flavor, GpuNode
@@ -38,6 +41,7 @@ from teams import actions as team_actions
 from tests.batch.conftest import open_now, setup  # noqa: F401 - fixtures
 from tests.batch.test_cluster import status_of
 from tests.batch.test_cluster import submit as submit_job
+from tests.billing.ledger import meter
 from tests.clusters import deployed
 from tests.factories import submit
 from tests.provisioning.conftest import (  # noqa: F401 - fixtures
@@ -186,6 +190,25 @@ def portal_life(setup, flavors, backend, capture):
             idle_workloads.bring_back(kind, "vision", "notebook")
         outsider.close()
 
+    def budget_spent_and_lifted():
+        # A team's hard budget spent (an hour of H100 on the ledger against 1.00): its
+        # namespace gets the budget's quota; raised, the quota is deleted.
+        meter(hour_floor(timezone.now()), teams={(team, flavors["h100"]): (3600, 3600, 0, 0)})
+        with capture(execute=True):
+            billing_actions.set_budget(team, Decimal(1), by=admin, mode="hard")
+        actions.sync_team(team.pk)
+        jobs["budget quota"] = backend_get("ResourceQuota", "gpu-budget-spent", "vision")
+        with capture(execute=True):
+            billing_actions.set_budget(team, Decimal(1000), by=admin, mode="hard")
+        actions.sync_team(team.pk)
+
+    def backend_get(kind, name, namespace):
+        outsider = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
+        try:
+            return outsider.get(kind, name, namespace)
+        finally:
+            outsider.close()
+
     def archive():
         team_actions.archive_team(team, by=admin)
         actions.sync_team(team.pk)
@@ -202,6 +225,7 @@ def portal_life(setup, flavors, backend, capture):
         ("batch job created", create_job),
         ("batch job run", run_job),
         ("batch job cancelled", cancel_job),
+        ("budget spent and lifted", budget_spent_and_lifted),
         ("idle scale to zero and back", idle_scale_to_zero_and_back),
         ("archive and delete", archive),
     ]
@@ -235,6 +259,9 @@ def test_the_deployed_role_lets_the_portal_do_everything(
             assert job.log_tail  # pods/log read
         if name == "batch job cancelled":
             assert cluster.get("Job", jobs["other"].kubernetes_name, "vision") is None
+        if name == "budget spent and lifted":
+            assert jobs["budget quota"]["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+            assert cluster.get("ResourceQuota", "gpu-budget-spent", "vision") is None
     assert TeamSync.objects.get(team=team).namespace_deleted_at is not None
     # Terminating, then gone once the namespace controller has emptied it.
     wait_for(

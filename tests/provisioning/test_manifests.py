@@ -245,3 +245,17 @@ def test_only_a_shared_resource_name_needs_a_flavor_chosen():
 
 def test_no_policies_without_a_flavor_they_could_tell_apart():
     assert policies.team_policies([], "vision", "", request_url="https://p/new/") == []
+
+
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_the_budgets_quota_is_valid_kubernetes_and_names_the_budget(version):
+    quota = manifests.budget_quota(
+        "vision", "vision", {"nvidia.com/gpu": 2, "nvidia.com/mig-1g.10gb": 0}
+    )
+    kubernetes_validate.validate(quota, version, strict=True)
+    assert quota["metadata"]["name"] == manifests.BUDGET_QUOTA_NAME == "gpu-budget-spent"
+    assert quota["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "2",
+        "requests.nvidia.com/mig-1g.10gb": "0",
+    }
+    assert quota["metadata"]["labels"][manifests.TEAM_LABEL] == "vision"

@@ -83,21 +83,6 @@ class BudgetAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return ["team"] if obj is not None else []
 
-    # Through the action, as the team page and the API: the same limits (the
-    # model's validators), the team's row locked, one audit event.
-    def save_model(self, request, obj, form, change):
-        data = form.cleaned_data
-        team = obj.team if change else data["team"]
-        saved = actions.set_budget(team, data["monthly_amount"], by=request.user, mode=data["mode"])
-        obj.pk = saved.pk
-
-    def delete_model(self, request, obj):
-        actions.set_budget(obj.team, None, by=request.user)
-
-    def delete_queryset(self, request, queryset):
-        for budget in queryset.select_related("team"):
-            actions.set_budget(budget.team, None, by=request.user)
-
     @admin.display(description="Monthly amount", ordering="monthly_amount")
     def amount(self, budget):
         return money(budget.monthly_amount)

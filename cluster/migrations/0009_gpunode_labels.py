@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('cluster', '0007_flavor_moved_to_cluster'),
+        ('cluster', '0008_alter_flavor_gpu_model_alter_flavor_name'),
     ]
 
     operations = [

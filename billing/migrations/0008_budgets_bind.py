@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0006_flavor_moved_to_cluster'),
+        ('billing', '0007_alter_budget_monthly_amount'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('batch', '0008_flavor_moved_to_cluster'),
+        ('batch', '0009_alter_batchjob_name_alter_batchwindow_name_and_more'),
     ]
 
     operations = [

@@ -727,7 +727,7 @@ def held_namespaces(team_ids):
         ).values_list("team_id", flat=True)
     )
     caps = {team_id: {} for team_id in held}
-    for team_id, resource, gpus in launch.running_allotment(held) if held else ():
+    for team_id, _, resource, gpus in launch.running_allotment(held) if held else ():
         caps[team_id][resource] = caps[team_id].get(resource, 0) + gpus
     return caps
 

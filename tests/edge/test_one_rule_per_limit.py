@@ -154,15 +154,22 @@ def test_the_action_refuses_what_the_doors_refuse(admin_user, vision):
 
 def test_the_admin_sets_and_removes_a_budget_through_the_action(admin_client_root, vision):
     response = admin_client_root.post(
-        "/admin/billing/budget/add/", {"team": vision.pk, "monthly_amount": "1500", "mode": "hard"}
+        "/admin/billing/budget/add/",
+        {
+            "team": vision.pk,
+            "monthly_amount": "1500",
+            "mode": "hard",
+            "when_spent": "stop_running",
+        },
     )
     assert response.status_code == 302, response.content.decode()
     budget = Budget.objects.get(team=vision)
     assert (budget.monthly_amount, budget.mode) == (Decimal("1500.00"), "hard")
     event = AuditEvent.objects.get(action="budget_set")
-    assert event.actor.username == "root" and event.reason.endswith("-> 1500.00 USD a month (hard)")
+    assert event.actor.username == "root" and "-> 1500.00 USD a month (hard)" in event.reason
     response = admin_client_root.post(
-        f"/admin/billing/budget/{budget.pk}/change/", {"monthly_amount": "2000", "mode": "soft"}
+        f"/admin/billing/budget/{budget.pk}/change/",
+        {"monthly_amount": "2000", "mode": "soft", "when_spent": "stop_running"},
     )
     assert response.status_code == 302, response.content.decode()
     assert Budget.objects.get(team=vision).monthly_amount == Decimal("2000.00")

@@ -132,6 +132,18 @@ class Pagination(LimitOffsetPagination):
         return [limit, offset]
 
 
+def refuse_unknown_parameters(query_params, known):
+    """A 400 naming each query parameter not in `known` (the ones the operation's
+    schema declares): a misspelt or unsupported filter (`?period=2026-11`) is
+    an error to point out, never silently an answer for everything."""
+    unknown = sorted(set(query_params) - set(known))
+    if unknown:
+        takes = ", ".join(sorted(known)) or "no query parameters"
+        raise ValidationError(
+            {name: [f"Unknown query parameter; this endpoint takes {takes}."] for name in unknown}
+        )
+
+
 class APIViewSetMixin:
     pagination_class = Pagination
 

@@ -277,6 +277,7 @@ def workload_card(team, namespace, kind, name):
             "active_seconds",
             "idle_seconds",
             "unmetered_seconds",
+            "lost_idle_seconds",
         )
     )
     histogram = merge_histograms(life[1] for life in lives)
@@ -363,9 +364,10 @@ def _whole_run(card, lives):
     first = card["first"]
     count = int((card["last"] - first).total_seconds() // 3600)
     slots = {}
-    for hour, _, mean, gpus, active, idle_seconds, unmetered in lives:
+    for hour, _, mean, gpus, active, idle_seconds, unmetered, credited in lives:
         index = int((hour - first).total_seconds() // 3600)
-        idle.add_slot(slots, index, charts.Slot(gpus, active, idle_seconds, unmetered, mean))
+        slot = idle.ledger_slot(gpus, active, idle_seconds, unmetered, mean, credited)
+        idle.add_slot(slots, index, slot)
     row = idle.Row(
         card["namespace"],
         card["kind"],

@@ -63,3 +63,18 @@ def test_a_period_the_api_does_not_know_is_a_400_naming_it(lost_month, client, a
     response = client.get("/api/v1/billing/usage/", {"team": "vision", "period": "2026-11"})
     assert response.status_code == 400
     assert "period" in response.json()
+
+
+def test_the_strips_draw_credited_idle_time_as_credited(lost_month, client, alice):  # noqa: F811
+    """sweep-idle idled from 22:30 to 00:30 and was credited: its hours are the
+    credited band, on the team page's month and on its card's whole run."""
+    client.force_login(alice)
+    picture = team_page(client)["picture"]
+    (row,) = [row for row in picture.rows if row.name == "sweep-idle"]
+    card = client.get("/billing/teams/vision/workloads/vision/Job/sweep-idle/")
+    (whole_run,) = card.context["card"]["run"].rows
+    for runs in (row.runs, whole_run.runs):
+        assert [run["band"] for run in runs] == ["credited", "full"]
+        assert "idle credited back" in runs[0]["title"] and runs[0]["idle"] == 0
+    page = card.content.decode()
+    assert "Idle, credited back (lost to a spot reclaim or an XID)" in page

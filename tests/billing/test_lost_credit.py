@@ -14,7 +14,7 @@ import time_machine
 from batch import actions as batch_actions
 from batch.models import BatchJob, ImageRule
 from billing import actions, health
-from billing.models import LostRun, TeamUsage
+from billing.models import IngestedHour, LostRun, TeamUsage, WorkloadUsage
 from tests.billing import history
 from tests.billing.history import Device, Node, Pod
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
@@ -255,3 +255,18 @@ def test_an_xid_at_the_first_sample_of_the_pods_last_hour_is_credited(settings, 
     assert row(H9, "h100").lost_seconds == 30 * 60
     last = row(H10, "h100")
     assert last.allocated_seconds == last.lost_seconds == 60
+
+
+def test_re_metering_either_hour_keeps_the_credit_once(credited):
+    """The hour a run ran in and the hour it was found lost in can be metered
+    again, in any order: the credit stays where it was, once."""
+    before = {(r.hour, r.flavor_id): r.lost_seconds for r in TeamUsage.objects.all()}
+    for hour in (H9, H10, H9):
+        # A changed digest forces the rows to be written again.
+        IngestedHour.objects.filter(hour=hour).update(digest="")
+        actions.ingest_hour(hour)
+    after = {(r.hour, r.flavor_id): r.lost_seconds for r in TeamUsage.objects.all()}
+    assert after == before
+    assert LostRun.objects.count() == 2
+    workloads = WorkloadUsage.objects.filter(lost_seconds__gt=0)
+    assert sum(w.lost_seconds for w in workloads) == 45 * 60 + 2 * 30 * 60

@@ -343,14 +343,11 @@ def verdict(card):
     idle_hours = card["idle_gpu_hours"]
     share = idle_hours / held * 100
     if share >= 10:
+        paid = formats.gpu_hours(held)
+        of = f"the {paid} GPU-hours it paid for" if credited else f"its {paid} GPU-hours"
         said = (
-            f"Idle {formats.gpu_hours(idle_hours)} of the {formats.gpu_hours(held)} GPU-hours "
-            f"it paid for ({share:.0f} %): {formats.money(card['idle_cost'])} paid for GPUs "
-            "doing nothing."
-            if credited
-            else f"Idle {formats.gpu_hours(idle_hours)} of its {formats.gpu_hours(held)} "
-            f"GPU-hours ({share:.0f} %): {formats.money(card['idle_cost'])} paid for GPUs "
-            "doing nothing."
+            f"Idle {formats.gpu_hours(idle_hours)} of {of} ({share:.0f} %): "
+            f"{formats.money(card['idle_cost'])} paid for GPUs doing nothing."
         )
     elif card["hint"]:
         said = "Busy while it ran, but on a bigger shape than it needed."

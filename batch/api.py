@@ -110,6 +110,7 @@ class JobViewSet(
 
     queryset = BatchJob.objects.none()
     lookup_value_regex = r"[0-9]+"
+    list_parameters = ("status", "team", "window")
 
     def get_queryset(self):
         jobs = visible_jobs(self.request.user).select_related(

@@ -28,6 +28,7 @@ from billing.models import (
     BudgetAlert,
     FlavorHour,
     IngestedHour,
+    LostRun,
     Rate,
     TeamUsage,
     WorkloadUsage,
@@ -160,7 +161,6 @@ def _rows(hour, measured, flavors, card):
                 spot_seconds=figures.spot,
                 reserved_seconds=held,
                 reserved_unallocated_seconds=max(held - figures.allocated, 0),
-                lost_seconds=figures.lost,
                 price_factor=factor.quantize(FACTOR_PLACES),
                 price=priced(rates[flavor_id], factor),
             )
@@ -268,21 +268,123 @@ def _plus_one():
     return F("attempts") + 1
 
 
+def _lost_runs(hour, lost):
+    """LostRun rows (unsaved) of the runs `measure` found lost in the hour."""
+    return [
+        LostRun(
+            hour=hour,
+            team_id=run.team_id,
+            flavor_id=run.flavor_id,
+            namespace=run.namespace,
+            kind=run.kind[:63],
+            name=run.name[:253],
+            pod=run.pod[:253],
+            uid=run.uid[:128],
+            started=datetime.fromtimestamp(run.started, UTC),
+            ended=datetime.fromtimestamp(run.ended, UTC),
+            gpus=run.gpus,
+            cause=run.cause,
+        )
+        for run in lost
+    ]
+
+
+def _hours_of(runs):
+    """Every hour a run of `runs` (LostRun rows) held GPUs in."""
+    hours = set()
+    for run in runs:
+        moment = hour_floor(run.started)
+        while moment < run.ended:
+            hours.add(moment)
+            moment += HOUR
+    return hours
+
+
+def credit_lost_runs(hours):
+    """Set `lost_seconds` and `lost_idle_seconds` of the ledger rows of `hours`
+    from the lost runs that held GPUs in them (three queries, two bulk updates).
+
+    A workload's row is credited the run's GPU-seconds inside its hour (never
+    more than it was charged), the idle part first: which of a workload's pods
+    was idle is not kept, so it is exact for a run that was its workload's
+    only pod in the hour. A team's row is the sum of its workloads'.
+    """
+    if not hours:
+        return
+    first, last = min(hours), max(hours) + HOUR
+    runs = list(LostRun.objects.filter(started__lt=last, ended__gt=first))
+    lost = defaultdict(int)  # (namespace, kind, name, flavor id, hour) -> GPU-seconds
+    for run in runs:
+        for moment in _hours_of([run]) & hours:
+            seconds = min(run.ended, moment + HOUR) - max(run.started, moment)
+            key = (run.namespace, run.kind, run.name, run.flavor_id, moment)
+            lost[key] += int(seconds.total_seconds()) * run.gpus
+    namespaces = {run.namespace for run in runs}
+    teams = {run.team_id for run in runs}
+    workloads = list(
+        WorkloadUsage.objects.filter(hour__in=hours)
+        .filter(Q(lost_seconds__gt=0) | Q(namespace__in=namespaces))
+        .only(
+            "team_id",
+            "allocated_seconds",
+            "idle_seconds",
+            "lost_seconds",
+            "lost_idle_seconds",
+            *WORKLOAD_KEY,
+        )
+    )
+    sums = defaultdict(lambda: [0, 0])  # (team id, flavor id, hour) -> [lost, lost idle]
+    changed = []
+    for row in workloads:
+        key = tuple(getattr(row, field) for field in WORKLOAD_KEY)
+        seconds = min(lost.get(key, 0), row.allocated_seconds)
+        idle = min(seconds, row.idle_seconds)
+        if (row.lost_seconds, row.lost_idle_seconds) != (seconds, idle):
+            row.lost_seconds, row.lost_idle_seconds = seconds, idle
+            changed.append(row)
+        total = sums[(row.team_id, row.flavor_id, row.hour)]
+        total[0] += seconds
+        total[1] += idle
+    WorkloadUsage.objects.bulk_update(changed, LOST_FIELDS, batch_size=2000)
+    team_rows = TeamUsage.objects.filter(hour__in=hours).filter(
+        Q(lost_seconds__gt=0) | Q(team_id__in=teams | {row.team_id for row in workloads})
+    )
+    changed = []
+    for row in team_rows.only("team_id", "flavor_id", "hour", "lost_seconds", "lost_idle_seconds"):
+        seconds, idle = sums.get((row.team_id, row.flavor_id, row.hour), (0, 0))
+        if (row.lost_seconds, row.lost_idle_seconds) != (seconds, idle):
+            row.lost_seconds, row.lost_idle_seconds = seconds, idle
+            changed.append(row)
+    TeamUsage.objects.bulk_update(changed, LOST_FIELDS, batch_size=2000)
+
+
+WORKLOAD_KEY = ("namespace", "kind", "name", "flavor_id", "hour")
+LOST_FIELDS = ["lost_seconds", "lost_idle_seconds"]
+
+
 def write_hour(hour, measured, flavors, *, now=None, step=None):
     now = now or timezone.now()
     rows = _rows(hour, measured, flavors, RateCard())
-    digest = _digest(*rows)
+    runs = _lost_runs(hour, measured.lost)
+    digest = _digest(*rows, runs)
     with transaction.atomic():
         # The row lock serialises two workers on one hour.
         state = IngestedHour.objects.select_for_update().get(hour=hour)
         changed = not (state.status == IngestedHour.Status.DONE and state.digest == digest)
         if changed:
+            # Runs found lost before, here or (the same pod) in another hour: their
+            # credit is taken back from the hours they ran in, and given again.
+            replaced = LostRun.objects.filter(Q(hour=hour) | Q(uid__in=[run.uid for run in runs]))
+            credited = _hours_of(list(replaced)) | _hours_of(runs) | {hour}
+            replaced.delete()
             for model in (TeamUsage, WorkloadUsage, FlavorHour):
                 model.objects.filter(hour=hour).delete()
             team_rows, workload_rows, flavor_rows = rows
             TeamUsage.objects.bulk_create(team_rows, batch_size=2000)
             WorkloadUsage.objects.bulk_create(workload_rows, batch_size=2000)
             FlavorHour.objects.bulk_create(flavor_rows)
+            LostRun.objects.bulk_create(runs)
+            credit_lost_runs(credited)
         IngestedHour.objects.filter(hour=hour).update(
             status=IngestedHour.Status.DONE,
             digest=digest,

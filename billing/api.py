@@ -12,11 +12,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import actions, exports, queries
+from billing import actions, exports, queries, reports
 from billing.models import BUDGET_VALIDATORS, Budget, Rate, TeamUsage, WorkloadUsage
 from cluster.models import Flavor
 from teams import access
-from teams.api import ReviewersWrite
+from teams.api import ReviewersWrite, refuse_unknown_parameters
 from teams.serializers import ErrorSerializer
 
 GROUPS = ("team", "flavor", "day", "workload")
@@ -33,9 +33,14 @@ class UsageQuery(serializers.Serializer):
     # "from" is a Python keyword: the field is renamed below.
     start = serializers.DateTimeField(required=False)
     to = serializers.DateTimeField(required=False)
+    # The pages' period: a calendar month in UTC, `YYYY-MM`.
+    month = serializers.CharField(required=False, max_length=7)
     group_by = serializers.ChoiceField(GROUPS, default="team")
 
+    PARAMETERS = ("team", "flavor", "from", "to", "month", "group_by")
+
     def to_internal_value(self, data):
+        refuse_unknown_parameters(data, self.PARAMETERS)
         # A plain dict: DRF reads an empty query value as "not given", but
         # `?to=` is a mistake to point out, not a range without an end.
         data = {key: data.get(key) for key in data}
@@ -49,9 +54,19 @@ class UsageQuery(serializers.Serializer):
                 detail["from"] = detail.pop("start")
             raise serializers.ValidationError(detail) from None
 
+    def validate_month(self, value):
+        try:
+            return reports.Month.parse(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
     def validate(self, attrs):
         if attrs.get("start") and attrs.get("to") and attrs["to"] <= attrs["start"]:
             raise serializers.ValidationError({"to": "Must be after from."})
+        if attrs.get("month") and (attrs.get("start") or attrs.get("to")):
+            raise serializers.ValidationError({"month": "Give a month or from and to, not both."})
+        if attrs.get("month"):
+            attrs["start"], attrs["to"] = attrs["month"].start, attrs["month"].end
         return attrs
 
 
@@ -64,12 +79,19 @@ class UsageView(APIView):
             OpenApiParameter(
                 "to", OpenApiTypes.DATETIME, description="exclusive; must be after `from`"
             ),
+            OpenApiParameter(
+                "month",
+                str,
+                pattern=r"^\d{4}-\d{2}$",
+                description="a calendar month in UTC, `YYYY-MM` (instead of `from` and `to`)",
+            ),
             OpenApiParameter("group_by", str, enum=list(GROUPS)),
         ],
         responses={200: OpenApiTypes.OBJECT, 404: NOT_YOURS},
     )
     def get(self, request):
-        """GPU-hours and cost from the ledger, grouped by team, flavor, day or workload."""
+        """GPU-hours and cost from the ledger, grouped by team, flavor, day or workload.
+        A query parameter not listed here is a 400 naming it."""
         query = UsageQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
@@ -88,8 +110,9 @@ class UsageView(APIView):
         if params.get("to"):
             rows = rows.filter(hour__lt=params["to"])
         if group_by == "workload":
+            # A workload holds no reservation: its team's row does.
             results = [
-                {**row, "reserved_unallocated_gpu_hours": 0, "lost_gpu_hours": 0, "credit": 0}
+                {**row, "reserved_unallocated_gpu_hours": 0}
                 for row in queries.workload_usage(rows, extra=("team__slug",))
             ]
         else:
@@ -152,6 +175,7 @@ class RatesView(APIView):
     @extend_schema(responses=RateSerializer(many=True))
     def get(self, request):
         """The rate card, oldest first per flavor (append-only)."""
+        refuse_unknown_parameters(request.query_params, ())
         rates = Rate.objects.select_related("flavor", "mig_parent").order_by(
             "flavor__slug", "effective_from"
         )
@@ -204,6 +228,7 @@ class BudgetsView(APIView):
     @extend_schema(responses=BudgetSerializer(many=True))
     def get(self, request):
         """Budgets of your teams (every team's for platform admins)."""
+        refuse_unknown_parameters(request.query_params, ())
         budgets = Budget.objects.filter(team__in=access.teams_for(request.user))
         rows = budgets.select_related("team").order_by("team__slug")
         return Response([_budget_body(budget.team, budget) for budget in rows])

@@ -201,6 +201,7 @@ HEAT_BANDS = {
     "high": ("50–75 %", "high", "#2f8f57"),
     "full": ("75–100 %", "full", "#145a32"),
     "unmetered": ("Held, not metered", "unmetered", "#7f8c8d"),
+    "credited": ("Idle, credited back (lost to a spot reclaim or an XID)", "credited", "#6c3483"),
 }
 
 
@@ -213,9 +214,14 @@ class Slot:
     idle: int = 0  # GPU-seconds below it
     unmetered: int = 0
     activity: float | None = None  # mean engine activity, 0-1
+    # Idle GPU-seconds of runs credited back (billing.models.idle_figure):
+    # never in `idle`, never drawn as idle.
+    credited: int = 0
 
     def band(self, threshold):
         metered = self.active + self.idle
+        if self.credited and self.credited >= metered:
+            return "credited"
         if not metered or self.activity is None:
             return "unmetered"
         if self.idle > self.active or self.activity < threshold:
@@ -244,8 +250,9 @@ def heat_runs(slots, count, label_of, threshold):
         slots_of_run = run.pop("slots")
         metered = sum(s.active + s.idle for s in slots_of_run)
         weighted = sum((s.activity or 0) * (s.active + s.idle) for s in slots_of_run)
-        held = sum(s.active + s.idle + s.unmetered for s in slots_of_run)
+        held = sum(s.active + s.idle + s.unmetered + s.credited for s in slots_of_run)
         idle = sum(s.idle for s in slots_of_run)
+        credited = sum(s.credited for s in slots_of_run)
         gpus = sorted({s.gpus for s in slots_of_run})
         run["gpus"] = f"{gpus[0]}" if len(gpus) == 1 else f"{gpus[0]}–{gpus[-1]}"
         run["activity"] = None if not metered else round(weighted / metered * 100, 1)
@@ -263,6 +270,8 @@ def heat_runs(slots, count, label_of, threshold):
             f"{activity}, {formats.gpu_hours(run['idle'])} of "
             f"{formats.gpu_hours(run['held'])} GPU-hours idle"
         )
+        if credited:
+            run["title"] += f", {formats.gpu_hours(credited / 3600)} idle credited back"
     return runs
 
 

@@ -107,6 +107,7 @@ def month_picture(rows, month, groups, label_of, threshold=None):
             "idle_seconds",
             "unmetered_seconds",
             "activity_mean",
+            "lost_idle_seconds",
         )
         # One row per workload-hour of the rows shown.
         for namespace, kind, name, slug, hour, *figures in in_month.filter(match).values_list(
@@ -115,7 +116,7 @@ def month_picture(rows, month, groups, label_of, threshold=None):
             index = int((hour - month.start).total_seconds() // 3600)
             row = by_key.get((namespace, kind, name, slug))
             if row is not None:  # a member of another team's group of the same name
-                add_slot(row.slots, index, charts.Slot(*figures))
+                add_slot(row.slots, index, ledger_slot(*figures))
     hours = month.hours
     for row in result:
         row.runs = charts.heat_runs(
@@ -130,6 +131,11 @@ def month_picture(rows, month, groups, label_of, threshold=None):
         [((day * 24) * 100 / hours, f"{day + 1}") for day in range(days) if day % every == 0]
     )
     return Picture(result, ticks, "hour", f"days of {month.start:%B %Y} (UTC)", len(groups))
+
+
+def ledger_slot(gpus, active, idle, unmetered, activity, credited):
+    """A slot of ledger figures: credited idle time is its own, never idle."""
+    return charts.Slot(gpus, active, idle - credited, unmetered, activity, credited)
 
 
 def add_slot(slots, index, slot):
@@ -147,6 +153,7 @@ def add_slot(slots, index, slot):
     held.active += slot.active
     held.idle += slot.idle
     held.unmetered += slot.unmetered
+    held.credited += slot.credited
 
 
 def _row(group):

@@ -160,7 +160,6 @@ class Figures:
     idle: int = 0
     unmetered: int = 0
     spot: int = 0  # of allocated, on spot nodes
-    lost: int = 0  # GPU-seconds of runs lost to a spot reclaim or an XID, credited
     dra: int = 0  # of allocated, attributed from DRA claims' allocations
 
 
@@ -177,6 +176,24 @@ class Workload(Figures):
         return self.activity_total / self.samples if self.samples else None
 
 
+@dataclass(frozen=True, order=True)
+class Lost:
+    """A run of a team's pod lost inside the hour: credited on the ledger rows of
+    the hours it ran (billing.actions)."""
+
+    team_id: int
+    namespace: str
+    kind: str
+    name: str
+    flavor_id: int
+    pod: str
+    uid: str
+    started: float  # unix seconds: kube_pod_start_time, else its first running step
+    ended: float  # the end of its last running step
+    gpus: int
+    cause: str  # "reclaim" or "xid" (billing.models.LostRun.Cause)
+
+
 @dataclass
 class Measured:
     team: dict  # (team_id, flavor_id) -> Figures
@@ -184,6 +201,7 @@ class Measured:
     other: dict  # flavor_id -> Figures (namespaces of no team)
     capacity: dict  # flavor_id -> GPU-seconds (only flavors with node series)
     spot_capacity: dict = field(default_factory=dict)  # flavor_id -> of those, on spot nodes
+    lost: list = field(default_factory=list)  # [Lost] of the hour
 
 
 class FlavorResolver:
@@ -306,14 +324,19 @@ def measure(
     gaps = [t for t in steps if t not in listed]
 
     team, workload, other = defaultdict(Figures), defaultdict(Workload), defaultdict(Figures)
+    lost_runs = []
+
+    def owner_of(namespace, pod):
+        kind, name = owners.get((namespace, pod), ("", ""))
+        if not kind or kind == "<none>":
+            kind, name = "Pod", pod
+        return kind, name
 
     def targets(namespace, pod, flavor):
         team_id = teams_by_namespace.get(namespace)
         if team_id is None:
             return other[flavor.pk], None
-        kind, name = owners.get((namespace, pod), ("", ""))
-        if not kind or kind == "<none>":
-            kind, name = "Pod", pod
+        kind, name = owner_of(namespace, pod)
         return team[(team_id, flavor.pk)], workload[(team_id, namespace, kind, name, flavor.pk)]
 
     pods = {}  # (namespace, pod) -> (resource, node): what kube-state-metrics said
@@ -369,7 +392,25 @@ def measure(
             gpus = {key[:2] for key, _, _ in devices}
             if uid in reclaimed or _hit_by_xid(gpus, xids, end, step):
                 started = starts.get((namespace, pod, uid)) or running[0][0]
-                totals.lost += int(max(end[0] - started, 0)) * running[-1][1]
+                team_id = teams_by_namespace.get(namespace)
+                if team_id is not None:
+                    kind, name = owner_of(namespace, pod)
+                    cause = "reclaim" if uid in reclaimed else "xid"
+                    lost_runs.append(
+                        Lost(
+                            team_id,
+                            namespace,
+                            kind,
+                            name,
+                            flavor.pk,
+                            pod,
+                            uid,
+                            float(min(started, end[0])),
+                            float(end[0]),
+                            running[-1][1],
+                            cause,
+                        )
+                    )
 
     _measure_dra(answers, allocations, flavors, resolve, targets, step, threshold)
 
@@ -410,7 +451,14 @@ def measure(
             capacity[flavor.pk] += seconds
             if resolve.is_spot(node):
                 spot_capacity[flavor.pk] += seconds
-    return Measured(dict(team), dict(workload), dict(other), dict(capacity), dict(spot_capacity))
+    return Measured(
+        dict(team),
+        dict(workload),
+        dict(other),
+        dict(capacity),
+        dict(spot_capacity),
+        sorted(lost_runs),
+    )
 
 
 def _measure_dra(answers, allocations, flavors, resolve, targets, step, threshold):

@@ -210,6 +210,11 @@ class UsageFigures(models.Model):
     price_factor = models.DecimalField(max_digits=9, decimal_places=6, default=Decimal(1))
     # Price per GPU-hour for this hour: the rate card's (MIG derived) x price_factor.
     price = models.DecimalField(max_digits=12, decimal_places=4)
+    # Of allocated, the time of runs lost to a spot reclaim or an XID failure
+    # (`LostRun`), in the hour it was used: credited at this hour's price.
+    lost_seconds = models.BigIntegerField(default=0, db_default=0)
+    # Of lost, the idle part: credited, so never idle cost (idle_figure()).
+    lost_idle_seconds = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         abstract = True
@@ -221,8 +226,6 @@ class TeamUsage(UsageFigures):
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage")
     reserved_seconds = models.BigIntegerField(default=0)
     reserved_unallocated_seconds = models.BigIntegerField(default=0)
-    # Allocated time lost to a spot reclaim or an XID failure: credited.
-    lost_seconds = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -257,6 +260,37 @@ class WorkloadUsage(UsageFigures):
 
     def __str__(self):
         return f"{self.namespace}/{self.kind}/{self.name} {self.hour:%Y-%m-%d %H:00}"
+
+
+class LostRun(models.Model):
+    """A pod's run lost to a spot reclaim or an XID failure, found when the hour
+    it ended was metered (that hour's ingestion replaces its rows). Its GPU
+    time is credited on the ledger rows of the hours it ran (`lost_seconds`),
+    so the credit comes off what each of those hours charged."""
+
+    class Cause(models.TextChoices):
+        RECLAIM = "reclaim", "spot reclaim"
+        XID = "xid", "XID failure"
+
+    hour = models.DateTimeField(help_text="The hour the run ended in, whose ingestion found it.")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+    namespace = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    pod = models.CharField(max_length=253)
+    uid = models.CharField(max_length=128)
+    started = models.DateTimeField()
+    ended = models.DateTimeField()
+    gpus = models.PositiveIntegerField()
+    cause = models.CharField(max_length=8, choices=Cause.choices)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["uid", "flavor"], name="one_lost_run")]
+        indexes = [models.Index(fields=["hour"]), models.Index(fields=["started", "ended"])]
+
+    def __str__(self):
+        return f"{self.namespace}/{self.pod} lost {self.ended:%Y-%m-%d %H:%M} ({self.cause})"
 
 
 class FlavorHour(models.Model):
@@ -309,8 +343,21 @@ def hours(field, prefix=""):
 
 
 def cost_of(field, prefix=""):
-    """Sum(seconds x price) / 3600 for one seconds column."""
-    return _cost(F(prefix + field), prefix)
+    """Sum(seconds x price) / 3600 for one seconds column (or expression)."""
+    return _cost(F(prefix + field) if isinstance(field, str) else field, prefix)
+
+
+def idle_figure(prefix=""):
+    """Idle GPU-seconds of ledger rows, less the idle part of runs credited back:
+    the one definition of idle every page, card, CSV and API answer sums. A
+    credited second is credit, never idle cost."""
+    return F(prefix + "idle_seconds") - F(prefix + "lost_idle_seconds")
+
+
+def allocated_cost(prefix=""):
+    """What ledger rows (team or workload) charge for the GPUs they held, less the
+    credit for lost runs (an aggregate): a workload's cost on its report card."""
+    return _cost(F(prefix + "allocated_seconds") - F(prefix + "lost_seconds"), prefix)
 
 
 def cost_expression(mode=None, prefix=""):

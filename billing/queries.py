@@ -6,7 +6,15 @@ from django.conf import settings
 from django.db.models import ExpressionWrapper, F, FloatField, Max, Sum
 from django.db.models.functions import NullIf, TruncDay
 
-from billing.models import FlavorHour, TeamUsage, cost_expression, cost_of, hours
+from billing.models import (
+    FlavorHour,
+    TeamUsage,
+    allocated_cost,
+    cost_expression,
+    cost_of,
+    hours,
+    idle_figure,
+)
 
 OTHER_MODE = {"allocation": "reservation", "reservation": "allocation"}
 # The figures the pages, exports and API show for a team's rows, in that order.
@@ -28,19 +36,20 @@ def team_figures(mode=None, prefix=""):
     """Annotations of TeamUsage rows: GPU-hours, the credit for lost GPU time,
     cost in the charging mode (less the credit), and the cost in the other
     mode (shown beside it). `prefix` reaches the
-    rows through a relation ("usage__" from Team)."""
+    rows through a relation ("usage__" from Team). Idle is idle less what was
+    credited (`idle_figure`): a credited GPU-hour is credit, never idle cost."""
     mode = mode or settings.PORTAL_BILLING_CHARGE
     return {
         "allocated_gpu_hours": hours("allocated_seconds", prefix),
         "active_gpu_hours": hours("active_seconds", prefix),
-        "idle_gpu_hours": hours("idle_seconds", prefix),
+        "idle_gpu_hours": hours(idle_figure(prefix)),
         "unmetered_gpu_hours": hours("unmetered_seconds", prefix),
         # Of allocated, attributed from DRA claims: the pages name the source.
         "dra_gpu_hours": hours("dra_seconds", prefix),
         "reserved_gpu_hours": hours("reserved_seconds", prefix),
         "reserved_unallocated_gpu_hours": hours("reserved_unallocated_seconds", prefix),
         "lost_gpu_hours": hours("lost_seconds", prefix),
-        "idle_cost": cost_of("idle_seconds", prefix),
+        "idle_cost": cost_of(idle_figure(prefix), prefix),
         "credit": cost_of("lost_seconds", prefix),
         "cost": cost_expression(mode, prefix),
         "other_cost": cost_expression(OTHER_MODE[mode], prefix),
@@ -48,14 +57,19 @@ def team_figures(mode=None, prefix=""):
 
 
 def workload_figures():
+    """Annotations of WorkloadUsage rows, the same figures as a team's (less
+    reservations): summed over a team's workloads they are the team's
+    allocation-mode figures."""
     return {
         "allocated_gpu_hours": hours("allocated_seconds"),
         "active_gpu_hours": hours("active_seconds"),
-        "idle_gpu_hours": hours("idle_seconds"),
+        "idle_gpu_hours": hours(idle_figure()),
         "unmetered_gpu_hours": hours("unmetered_seconds"),
         "dra_gpu_hours": hours("dra_seconds"),
-        "idle_cost": cost_of("idle_seconds"),
-        "cost": cost_of("allocated_seconds"),
+        "lost_gpu_hours": hours("lost_seconds"),
+        "idle_cost": cost_of(idle_figure()),
+        "credit": cost_of("lost_seconds"),
+        "cost": allocated_cost(),
         "gpus": Max("gpus"),
         "fb_peak_mib": Max("fb_peak_mib"),
         # Mean engine activity over the metered GPU-seconds.

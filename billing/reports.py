@@ -13,7 +13,15 @@ from django.utils import timezone
 
 from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
-from billing.models import Budget, IngestedHour, TeamUsage, WorkloadUsage, mig_shape
+from billing.models import (
+    Budget,
+    IngestedHour,
+    LostRun,
+    TeamUsage,
+    WorkloadUsage,
+    idle_figure,
+    mig_shape,
+)
 from billing.rates import RateCard
 from cluster.models import Flavor
 from teams import formats, inputs
@@ -250,7 +258,7 @@ def _burn_down(daily, month, budget, forecast_total):
 
 
 def workload_card(team, namespace, kind, name):
-    """A workload's whole life from the ledger: two queries (plus the rate card's two)."""
+    """A workload's whole life from the ledger: three queries (plus the rate card's two)."""
     rows = WorkloadUsage.objects.filter(team=team, namespace=namespace, kind=kind, name=name)
     by_flavor = list(
         rows.values("flavor_id", "flavor__name", "flavor__slug")
@@ -269,6 +277,7 @@ def workload_card(team, namespace, kind, name):
             "active_seconds",
             "idle_seconds",
             "unmetered_seconds",
+            "lost_idle_seconds",
         )
     )
     histogram = merge_histograms(life[1] for life in lives)
@@ -292,7 +301,19 @@ def workload_card(team, namespace, kind, name):
         "fb_peak_mib": max((r["fb_peak_mib"] or 0) for r in by_flavor) or None,
         "cost": sum((r["cost"] for r in by_flavor), Decimal(0)),
         "idle_cost": sum((r["idle_cost"] for r in by_flavor), Decimal(0)),
+        "idle_gpu_hours": sum((r["idle_gpu_hours"] for r in by_flavor), Decimal(0)),
+        "credit": sum((r["credit"] for r in by_flavor), Decimal(0)),
+        "lost_gpu_hours": sum((r["lost_gpu_hours"] for r in by_flavor), Decimal(0)),
         "gpu_hours": sum((r["allocated_gpu_hours"] for r in by_flavor), Decimal(0)),
+        "lost_to": [
+            LOST_TO[cause]
+            for cause in LostRun.objects.filter(
+                team=team, namespace=namespace, kind=kind, name=name
+            )
+            .values_list("cause", flat=True)
+            .distinct()
+            .order_by("cause")
+        ],
     }
     card["hint"] = right_sizing(card, RateCard(), timezone.now())
     card["verdict"] = verdict(card)
@@ -300,20 +321,39 @@ def workload_card(team, namespace, kind, name):
     return card
 
 
+LOST_TO = {LostRun.Cause.RECLAIM: "a spot reclaim", LostRun.Cause.XID: "an XID failure"}
+
+
 def verdict(card):
     """What the card concludes, from its own figures: never "used what it held"
-    while a tenth or more of the GPU time was idle."""
-    held = sum((r["allocated_gpu_hours"] for r in card["by_flavor"]), Decimal(0))
-    idle_hours = sum((r["idle_gpu_hours"] for r in card["by_flavor"]), Decimal(0))
-    share = idle_hours / held * 100 if held else Decimal(0)
-    if share >= 10:
-        return (
-            f"Idle {formats.gpu_hours(idle_hours)} of its {formats.gpu_hours(held)} GPU-hours "
-            f"({share:.0f} %): {formats.money(card['idle_cost'])} paid for GPUs doing nothing."
+    while a tenth or more of the GPU time it paid for was idle, and never "paid
+    for" time that was credited back."""
+    credited = ""
+    if card["lost_gpu_hours"]:
+        causes = " and ".join(card["lost_to"])
+        credited = (
+            f"{formats.gpu_hours(card['lost_gpu_hours'])} GPU-hours lost to "
+            f"{causes or 'a spot reclaim or an XID failure'}, credited "
+            f"({formats.money(card['credit'])})."
         )
-    if card["hint"]:
-        return "Busy while it ran, but on a bigger shape than it needed."
-    return "Used what it held: busy while it ran, and no cheaper shape would have done."
+    # The GPU-hours it was charged for: the credited ones were given back.
+    held = card["gpu_hours"] - card["lost_gpu_hours"]
+    if not held:
+        return credited
+    idle_hours = card["idle_gpu_hours"]
+    share = idle_hours / held * 100
+    if share >= 10:
+        paid = formats.gpu_hours(held)
+        of = f"the {paid} GPU-hours it paid for" if credited else f"its {paid} GPU-hours"
+        said = (
+            f"Idle {formats.gpu_hours(idle_hours)} of {of} ({share:.0f} %): "
+            f"{formats.money(card['idle_cost'])} paid for GPUs doing nothing."
+        )
+    elif card["hint"]:
+        said = "Busy while it ran, but on a bigger shape than it needed."
+    else:
+        said = "Used what it held: busy while it ran, and no cheaper shape would have done."
+    return f"{credited} {said}".strip()
 
 
 def _whole_run(card, lives):
@@ -321,9 +361,10 @@ def _whole_run(card, lives):
     first = card["first"]
     count = int((card["last"] - first).total_seconds() // 3600)
     slots = {}
-    for hour, _, mean, gpus, active, idle_seconds, unmetered in lives:
+    for hour, _, mean, gpus, active, idle_seconds, unmetered, credited in lives:
         index = int((hour - first).total_seconds() // 3600)
-        idle.add_slot(slots, index, charts.Slot(gpus, active, idle_seconds, unmetered, mean))
+        slot = idle.ledger_slot(gpus, active, idle_seconds, unmetered, mean, credited)
+        idle.add_slot(slots, index, slot)
     row = idle.Row(
         card["namespace"],
         card["kind"],
@@ -518,7 +559,7 @@ def idle_trends(month):
         TeamUsage.objects.filter(hour__gte=month.start, hour__lt=month.end)
         .annotate(day=TruncDay("hour", tzinfo=UTC))
         .values("team_id", "day")
-        .annotate(idle_cost=queries.cost_of("idle_seconds"))
+        .annotate(idle_cost=queries.cost_of(idle_figure()))
         .order_by()
     )
     for row in rows:

@@ -82,7 +82,9 @@ def team_page(request, slug):
             "active_gpu_hours",
             "idle_gpu_hours",
             "unmetered_gpu_hours",
+            "lost_gpu_hours",
             "idle_cost",
+            "credit",
             "cost",
         ]
         # Every workload of the month, not the page's top ten.

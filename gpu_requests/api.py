@@ -102,6 +102,7 @@ class QuotaRequestViewSet(
 
     queryset = QuotaRequest.objects.none()
     lookup_value_regex = r"[0-9]+"
+    list_parameters = tuple(PARAMETERS)
 
     def get_queryset(self):
         requests = QuotaRequest.objects.all()

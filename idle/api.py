@@ -161,6 +161,7 @@ class IdleActionsView(generics.ListAPIView):
 
     serializer_class = IdleActionSerializer
     pagination_class = Pagination
+    list_parameters = ("team",)
 
     @extend_schema(
         parameters=[

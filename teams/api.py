@@ -89,9 +89,23 @@ class JSONParser(parsers.JSONParser):
         return data
 
 
+def refuse_unknown_parameters(query_params, known):
+    """A 400 naming each query parameter not in `known` (the ones the operation's
+    schema declares): a misspelt or unsupported filter (`?period=2026-11`) is
+    an error to point out, never silently an answer for everything."""
+    unknown = sorted(set(query_params) - set(known))
+    if unknown:
+        takes = ", ".join(sorted(known)) or "no query parameters"
+        raise ValidationError(
+            {name: [f"Unknown query parameter; this endpoint takes {takes}."] for name in unknown}
+        )
+
+
 class Pagination(LimitOffsetPagination):
     """`?limit=` and `?offset=` as DRF has them, but a bad value is a 400
-    naming it, not silently the default."""
+    naming it, not silently the default. Every list goes through here, so a
+    query parameter neither these nor the view's `list_parameters` (its
+    filters, as its schema declares them) is a 400 naming it too."""
 
     max_limit = 1000
     # Beyond any table we will have, and within PostgreSQL's bigint.
@@ -116,6 +130,8 @@ class Pagination(LimitOffsetPagination):
     def paginate_queryset(self, queryset, request, view=None):
         """DRF's, but a first page is read before counting: when it is also the
         last one, its length is the count (one query instead of two)."""
+        known = ("limit", "offset", *getattr(view, "list_parameters", ()))
+        refuse_unknown_parameters(request.query_params, known)
         limit = self.get_limit(request)
         if limit is None or self.get_offset(request) > 0:
             return super().paginate_queryset(queryset, request, view)

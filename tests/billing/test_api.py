@@ -139,3 +139,40 @@ def test_reservation_mode_charges_the_greater_of_reserved_and_allocated(
     body = client.get("/api/v1/billing/usage/").json()
     assert body["charge"] == "reservation"
     assert (body["results"][0]["cost"], body["results"][0]["other_cost"]) == ("24.00", "8.00")
+
+
+@pytest.mark.parametrize(
+    "url, query, names",
+    [
+        ("/api/v1/billing/usage/", "period=2026-11", ["period"]),
+        ("/api/v1/billing/usage/", "month=2026-11&grup_by=day&Team=vision", ["Team", "grup_by"]),
+        ("/api/v1/billing/rates/", "flavor=h100", ["flavor"]),
+        ("/api/v1/billing/budgets/", "team=vision", ["team"]),
+    ],
+)
+def test_a_query_parameter_an_endpoint_does_not_know_is_a_400_naming_it(
+    client, alice, url, query, names
+):
+    client.force_login(alice)
+    response = client.get(f"{url}?{query}")
+    assert response.status_code == 400
+    body = response.json()
+    assert sorted(body) == names
+    assert "Unknown query parameter" in body[names[0]][0]
+
+
+def test_month_is_the_pages_period(client, alice, vision, h100):
+    meter(HOUR, teams={(vision, h100): (3600, 3600, 0, 0)})
+    meter(HOUR.replace(month=10), teams={(vision, h100): (2 * 3600, 0, 2 * 3600, 0)})
+    client.force_login(alice)
+
+    def cost(**query):
+        return client.get("/api/v1/billing/usage/", query).json()["results"][0]["cost"]
+
+    assert (cost(month="2026-11"), cost(month="2026-10"), cost()) == ("4.00", "8.00", "12.00")
+    assert client.get("/api/v1/billing/usage/", {"month": "2026-09"}).json()["results"] == []
+    for bad in ("2026-13", "11-2026", "soon"):
+        response = client.get("/api/v1/billing/usage/", {"month": bad})
+        assert response.status_code == 400 and "month" in response.json()
+    both = client.get("/api/v1/billing/usage/", {"month": "2026-11", "from": "2026-11-02T00:00Z"})
+    assert both.status_code == 400 and "month" in both.json()

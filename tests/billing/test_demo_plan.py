@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from billing import actions, demo
-from billing.models import TeamUsage
+from billing.models import LostRun, TeamUsage
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
 from tests.kubesim.test_prometheus import prometheus_binary  # noqa: F401 - a fixture
 from tests.test_demo import free_port
@@ -248,8 +248,9 @@ def test_the_gpu_health_page_shows_the_demo_historys_xids(tmp_path, client, admi
 def test_the_run_the_demos_ecc_error_killed_is_credited(tmp_path, settings, catalog, vision, nlp):
     """Metered from the demo history as the demo meters it: vision's run on the GPU
     that reported XID 48 at 11:10 (its pod fails 30 s later) is credited for the time
-    it ran, 08:00 to the end of the 11:10 sample, on its 4 GPUs. (A day's history
-    has its XID 48 on its first day: the middle of one.)"""
+    it ran, 08:00 to the end of the 11:10 sample, on its 4 GPUs, each hour what it
+    charged, an hour metered after the loss was found too. (A day's history has
+    its XID 48 on its first day: the middle of one.)"""
     require_prometheus()
     start, end = datetime(2026, 11, 11, tzinfo=UTC), datetime(2026, 11, 11, 13, tzinfo=UTC)
     _, text = demo_history(tmp_path, start, end)
@@ -261,9 +262,14 @@ def test_the_run_the_demos_ecc_error_killed_is_credited(tmp_path, settings, cata
     with running_prometheus(tmp_path) as url:
         settings.PORTAL_PROMETHEUS_URL = url
         assert actions.ingest_hour(hour) is True
+        assert actions.ingest_hour(hour - timedelta(hours=1)) is True
+    (run,) = LostRun.objects.filter(team=vision)
+    assert (run.started, run.ended, run.gpus) == (hour.replace(hour=8), hour.replace(minute=11), 4)
     row = TeamUsage.objects.get(hour=hour, team=vision, flavor=catalog["h100"])
-    assert row.lost_seconds == 4 * (3 * 3600 + 11 * 60)
     assert row.allocated_seconds == 4 * 11 * 60  # the samples 11:00 to 11:10; then it was gone
+    assert row.lost_seconds == row.allocated_seconds
+    earlier = TeamUsage.objects.get(hour=hour.replace(hour=10), team=vision, flavor=catalog["h100"])
+    assert earlier.lost_seconds == 4 * 3600
 
 
 def test_history_an_older_demo_loaded_keeps_its_half_hour_step(tmp_path):

@@ -14,7 +14,7 @@ import time_machine
 from batch import actions as batch_actions
 from batch.models import BatchJob, ImageRule
 from billing import actions, health
-from billing.models import TeamUsage
+from billing.models import IngestedHour, LostRun, TeamUsage, WorkloadUsage
 from tests.billing import history
 from tests.billing.history import Device, Node, Pod
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
@@ -159,12 +159,15 @@ def row(hour, flavor):
     return TeamUsage.objects.get(team__slug="vision", hour=hour, flavor__slug=flavor)
 
 
-def test_a_reclaimed_run_is_credited_whole_in_the_hour_it_was_lost(credited):
-    assert row(H9, "l4").lost_seconds == 0
+def test_a_reclaimed_run_is_credited_whole_in_the_hours_it_ran(credited):
+    # From its start (kube-state-metrics' kube_pod_start_time, 09:40) to 10:25,
+    # found when 10:00 was metered: each hour is credited what it charged.
+    assert row(H9, "l4").lost_seconds == row(H9, "l4").allocated_seconds == 20 * 60
     spot = row(H10, "l4")
-    assert spot.allocated_seconds == 25 * 60
-    # From its start (kube-state-metrics' kube_pod_start_time, 09:40) to 10:25.
-    assert spot.lost_seconds == 45 * 60
+    assert spot.allocated_seconds == spot.lost_seconds == 25 * 60
+    (run,) = LostRun.objects.filter(cause=LostRun.Cause.RECLAIM)
+    assert (run.pod, run.started, run.ended) == ("sweep-4kq2z", at(9, 40), at(10, 25))
+    assert run.hour == H10
 
 
 def test_an_xid_failure_is_credited_and_an_application_xid_is_not(credited):
@@ -248,7 +251,22 @@ def test_an_xid_at_the_first_sample_of_the_pods_last_hour_is_credited(settings, 
             settings.PORTAL_PROMETHEUS_URL = url
             actions.ingest_hour(H9)
             actions.ingest_hour(H10)
-    assert row(H9, "h100").lost_seconds == 0
+    # 09:30 to the end of its 10:00 step, in the hours it ran.
+    assert row(H9, "h100").lost_seconds == 30 * 60
     last = row(H10, "h100")
-    assert last.allocated_seconds == 60
-    assert last.lost_seconds == 31 * 60  # 09:30 to the end of its 10:00 step
+    assert last.allocated_seconds == last.lost_seconds == 60
+
+
+def test_re_metering_either_hour_keeps_the_credit_once(credited):
+    """The hour a run ran in and the hour it was found lost in can be metered
+    again, in any order: the credit stays where it was, once."""
+    before = {(r.hour, r.flavor_id): r.lost_seconds for r in TeamUsage.objects.all()}
+    for hour in (H9, H10, H9):
+        # A changed digest forces the rows to be written again.
+        IngestedHour.objects.filter(hour=hour).update(digest="")
+        actions.ingest_hour(hour)
+    after = {(r.hour, r.flavor_id): r.lost_seconds for r in TeamUsage.objects.all()}
+    assert after == before
+    assert LostRun.objects.count() == 2
+    workloads = WorkloadUsage.objects.filter(lost_seconds__gt=0)
+    assert sum(w.lost_seconds for w in workloads) == 45 * 60 + 2 * 30 * 60

@@ -179,8 +179,9 @@ def portal_life(setup, flavors, backend, capture):
         outsider = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
         for kind in idle_workloads.SCALABLE:
             outsider.apply(_scalable(kind), field_manager="tests")
-            idle_workloads.scale_to_zero(kind, "vision", "notebook")
-            idle_workloads.bring_back(kind, "vision", "notebook")
+            previous = idle_workloads.replicas(kind, "vision", "notebook")
+            idle_workloads.scale_to_zero(kind, "vision", "notebook", previous=previous)
+            idle_workloads.bring_back(kind, "vision", "notebook", replicas=previous)
         outsider.close()
 
     def archive():

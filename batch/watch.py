@@ -4,6 +4,7 @@ again), and idle's requeue of a job on the cluster.
 """
 
 import contextlib
+import logging
 import uuid
 from datetime import timedelta
 
@@ -19,6 +20,8 @@ from batch.models import BatchJob, WatchState
 from cluster import clock, kube
 from teams import hooks, inputs
 from teams.notices import Notice, absolute
+
+log = logging.getLogger(__name__)
 
 Status = BatchJob.Status
 Action = jobs.Action
@@ -79,7 +82,11 @@ def _job_id(obj):
 
 
 def record(obj, *, cluster, now=None):
-    """Move the job a Job object speaks for, and show its events and log tail."""
+    """Move the job a Job object speaks for, and show its events and log tail.
+
+    A Job speaks for batch job N only as the Job the portal made for it: named
+    `batch-N` in its team's namespace. Its label alone says nothing: any member
+    can put the label on a Job in their own namespace."""
     now = now or clock.now()
     job_id = _job_id(obj)
     if job_id is None:
@@ -88,6 +95,18 @@ def record(obj, *, cluster, now=None):
     if job is None or job.status not in (Status.RELEASED, Status.RUNNING):
         return None
     namespace = launch.job_namespace(job.team)
+    meta = obj.get("metadata") or {}
+    if (meta.get("namespace"), meta.get("name")) != (namespace, manifests.job_name(job.pk)):
+        log.warning(
+            "Job %s/%s is labelled %s=%s but is not that job's Job (%s/%s): ignored",
+            meta.get("namespace"),
+            meta.get("name"),
+            manifests.JOB_LABEL,
+            job_id,
+            namespace,
+            manifests.job_name(job.pk),
+        )
+        return None
     details, waiting = _details(cluster, namespace, job)
     found = outcome(obj, waiting)
     tolerates = bool((obj.get("spec") or {}).get("podFailurePolicy"))

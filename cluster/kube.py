@@ -12,20 +12,27 @@ failure becomes one of the errors below:
 
 Transient errors are retried here a few times with a short backoff before they
 are raised, so one dropped request does not cost a whole task retry.
+
+The portal's client (`cluster()`) never writes into or deletes a namespace that
+is never a team's (`teams.namespaces.reserved`: `kube-*`, `default`, the portal's
+own), whatever a caller asks: `ReservedNamespace`, before any request.
 """
 
 import json
 import logging
 import os
 import random
+import re
 import threading
 import time
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import urllib3
 from django.conf import settings
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+
+from teams import namespaces
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +95,20 @@ class PermanentClusterError(ClusterError):
 class NotConfigured(PermanentClusterError):
     def __init__(self, message):
         super().__init__(0, message)
+
+
+class ReservedNamespace(PermanentClusterError):
+    """A write the portal refuses to make: into, or of, a namespace that is never a
+    team's. Nothing was sent."""
+
+    def __init__(self, message):
+        super().__init__(0, message)
+
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The namespace a request's path is in, or is: /api/v1/namespaces/NAME[/...] and
+# /apis/GROUP/VERSION/namespaces/NAME/...
+NAMESPACE_OF_PATH = re.compile(r"^/apis?/(?:[^/]+/)*?namespaces/([^/]+)")
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -154,13 +175,25 @@ def _namespace_terminating(body):
 class Cluster:
     """One API server: a connection pool, a timeout and a retry budget."""
 
-    def __init__(self, configuration, *, timeout, retries=2, backoff=0.2, max_retry_wait=5.0):
+    def __init__(
+        self,
+        configuration,
+        *,
+        timeout,
+        retries=2,
+        backoff=0.2,
+        max_retry_wait=5.0,
+        reserved=None,
+    ):
         self.api_client = k8s_client.ApiClient(configuration)
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.max_retry_wait = max_retry_wait
         self._served = {}  # API group-version path -> (resource plurals, when read)
+        # namespace name -> why no write may touch it ("" if one may), or None
+        # for a client that may write anywhere its credentials let it (the tests').
+        self.reserved = reserved
 
     def close(self):
         self.api_client.close()
@@ -213,8 +246,10 @@ class Cluster:
         """One API call, retried in place on transient errors.
 
         Every call we make is idempotent (GET, server-side apply, DELETE of a fixed
-        name), so repeating one after a lost response is safe.
+        name), so repeating one after a lost response is safe. A write into a
+        reserved namespace is refused before it is sent (`ReservedNamespace`).
         """
+        self._refuse_reserved(method, path)
         for attempt in range(self.retries + 1):
             try:
                 return self._call_once(method, path, **kwargs)
@@ -225,6 +260,14 @@ class Cluster:
                 log.info("retrying in %.1fs: %s", wait, exc)
                 time.sleep(wait)
         raise AssertionError("unreachable")
+
+    def _refuse_reserved(self, method, path):
+        if self.reserved is None or method not in WRITES:
+            return
+        match = NAMESPACE_OF_PATH.match(path)
+        why = match and self.reserved(unquote(match.group(1)))
+        if why:
+            raise ReservedNamespace(f"{method} {path} not sent: {why}")
 
     # --- objects ---
 
@@ -277,13 +320,20 @@ class Cluster:
             "PATCH", self.path_of(obj), query=query, body=obj, content_type=APPLY_PATCH
         )
 
-    def delete(self, kind, name, namespace=None):
-        """Delete an object; True if it was there. One API call."""
+    def delete(self, kind, name, namespace=None, *, preconditions=None):
+        """Delete an object; True if it was there. One API call.
+
+        `preconditions` ({"uid": ..., "resourceVersion": ...}, from a GET): the API
+        server deletes it only if it is still that object unchanged, else answers
+        409 Conflict (PermanentClusterError): a check made on what was read holds."""
+        body = {"propagationPolicy": "Background"}
+        if preconditions:
+            body["preconditions"] = dict(preconditions)
         try:
             self.call(
                 "DELETE",
                 self.path(kind, name, namespace),
-                body={"propagationPolicy": "Background"},
+                body=body,
                 content_type="application/json",
             )
         except PermanentClusterError as exc:
@@ -355,6 +405,7 @@ def cluster():
             configuration,
             timeout=settings.PORTAL_KUBE_TIMEOUT,
             retries=settings.PORTAL_KUBE_RETRIES,
+            reserved=namespaces.reserved,
         )
         _local.cluster = current
     return current

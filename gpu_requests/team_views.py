@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST
 
 from gpu_requests import timezones
 from gpu_requests.models import QuotaRequest
-from teams import access, actions, errors, hooks
+from teams import access, actions, errors, hooks, namespaces
 from teams.inputs import validate_one_line
 from teams.models import AuditEvent, Membership, Team, dns1123_label
 from teams.namespaces import namespace_of
@@ -70,13 +70,15 @@ class TeamForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         slug, name = cleaned.get("slug"), cleaned.get("name")
-        try:
-            if slug:
-                namespace_of(slug)
-        except ValueError as exc:  # the slug fits, but not with the prefix before it
-            self.add_error("slug", str(exc))
         if slug and Team.objects.filter(slug=slug).exists():
             self.add_error("slug", "Another team has this short name.")
+        elif slug:
+            # Said before the confirmation: a namespace the portal may not take (too
+            # long with the prefix, a system one, one it did not make). An API call.
+            try:
+                namespaces.check_slug(slug)
+            except ValidationError as exc:
+                self.add_error(None, exc)
         if name and Team.objects.filter(name=name).exists():
             self.add_error("name", "Another team has this name.")
         return cleaned

@@ -185,9 +185,7 @@ class Evaluation:
     announced: list = field(default_factory=list)
     withdrawn: list = field(default_factory=list)
     acted: list = field(default_factory=list)
-    # For after the transaction: workloads whose exemption annotation is to be read
-    # ((namespace, kind, name)), states whose scale-to-zero was decided.
-    to_check: list = field(default_factory=list)
+    # For after the transaction: states whose scale-to-zero was decided.
     to_scale: list = field(default_factory=list)
 
 
@@ -204,29 +202,20 @@ def evaluate(now=None):
 def apply_observations(observed, flavors, now):
     """`observed` ({key: evaluation.Workload}) as of `now` against the policies,
     states and exemptions. The cluster is never called inside the transaction that
-    decides: when a workload about to be announced or acted on needs its exemption
-    annotation, that transaction is rolled back, the annotations are read (one GET
-    each) and the minute is decided again with them; a scale-to-zero decided is
-    committed first (its state's `acted_at`), then made, then its outcome recorded."""
-    result = _decide(observed, flavors, now, annotations=None)
-    if result.to_check:
-        annotations = {
-            key: workloads.exempt_until(key[1], key[0], key[2]) for key in result.to_check
-        }
-        result = _decide(observed, flavors, now, annotations=annotations)
+    decides, and nothing read from it decides: an exemption is a manager's row
+    (`exempt`), never an annotation a member could write. A scale-to-zero decided
+    is committed first (its state's `acted_at`), then made, then its outcome
+    recorded."""
+    result = _decide(observed, flavors, now)
     for state in result.to_scale:
         _scale_to_zero(state, now)
     return result
 
 
 @transaction.atomic
-def _decide(observed, flavors, now, *, annotations):
-    """The database half, with the exemption annotations read ({key: time or
-    None}). None: none read yet, and if one is needed, everything is rolled back
-    (the caller reads them and comes again); a step needing one not in the dict
-    (a workload newly due meanwhile) waits for the next minute."""
-    first = annotations is None
-    annotations = annotations or {}
+def _decide(observed, flavors, now):
+    """The database half: every workload's state moved on by the policies and the
+    exemptions in force."""
     result = Evaluation(workloads=len(observed))
     threshold = float(settings.PORTAL_BILLING_IDLE_THRESHOLD)
     teams = {namespace_of(team.slug): team for team in Team.objects.filter(archived_at=None)}
@@ -260,7 +249,7 @@ def _decide(observed, flavors, now, *, annotations):
         if policy is None or key in exempt:
             _active_again(state, now, result, "it is exempt", idle=True)
         else:
-            _step(state, policy, now, result, annotations)
+            _step(state, policy, now, result)
             if policy.mode == Mode.ACT and _unfinished(state, now):
                 stalled.append(state)
         if state.pk is None:
@@ -268,9 +257,6 @@ def _decide(observed, flavors, now, *, annotations):
         elif _fields(state) != before:
             state.seen_at = now
             state.save()
-    if first and result.to_check:
-        transaction.set_rollback(True)
-        return result
     IdleState.objects.bulk_create(created)  # one INSERT for the newly idle
     result.to_scale += _never_made(stalled)
     # Workloads no longer holding GPUs: those acted on stay (a scale-down is
@@ -323,24 +309,16 @@ def _fields(state):
     return (state.gpus, state.idle_since, state.announced_at, state.action_due_at, state.acted_at)
 
 
-def _step(state, policy, now, result, annotations):
+def _step(state, policy, now, result):
     if state.announced_at is None:
         if now - state.idle_since < timedelta(minutes=policy.idle_minutes):
             return
-        if _annotated_exempt(state, now, annotations, result) is not False:
-            return  # exempt, or not known yet
         state.announced_at = now
         state.action_due_at = now + timedelta(minutes=policy.grace_minutes)
         _log(state, IdleAction.Kind.ANNOUNCED, policy.mode, now)
         _notice(state, "idle_announced", _announce_title(state, policy), now)
         result.announced.append(state)
     if state.acted_at is None and now >= state.action_due_at:
-        exempt = _annotated_exempt(state, now, annotations, result)
-        if exempt is None:
-            return  # read after this transaction
-        if exempt:
-            _active_again(state, now, result, "it is exempt", idle=True)
-            return
         state.acted_at = now
         if policy.mode == Mode.REPORT:
             _log(state, IdleAction.Kind.WOULD_ACT, Mode.REPORT, now, detail=_would(state))
@@ -368,6 +346,7 @@ def _active_again(state, now, result, why, idle=False):
     if not idle:
         state.idle_since = None
     state.announced_at = state.action_due_at = state.acted_at = None
+    state.previous_replicas = None  # of a scale-down no longer in force
 
 
 def _close_open(state, now):
@@ -414,20 +393,6 @@ def _would(state):
     return f"Would {_action_words(state.kind)}; {state.gpus} GPU(s) given back while it stays idle."
 
 
-def _annotated_exempt(state, now, annotations, result):
-    """Whether the manager's annotation on the object exempts it; None when it is
-    still to be read (one GET after the transaction, only when about to announce or
-    act, so a few a minute at most). Only Deployments and StatefulSets carry one."""
-    if state.kind not in workloads.SCALABLE:
-        return False
-    key = (state.namespace, state.kind, state.name)
-    if key not in annotations:
-        result.to_check.append(key)
-        return None
-    until = annotations[key]
-    return until is not None and until > now
-
-
 def _act(state, now, result):
     if state.kind == "Pod":
         _remind(state, now)
@@ -451,9 +416,21 @@ def _scale_to_zero(state, now):
     """Carry out a scale-to-zero decided and committed by `_decide`, then record
     the outcome in a transaction of its own: the log row and the notice, or the
     failure (logged once, not every minute) and the decision undone, so the next
-    minute tries again."""
+    minute tries again.
+
+    The replicas it runs are read (one GET) and recorded on its state before the
+    PATCH: "Bring it back" restores what the database says, never an annotation.
+    Found at zero already (a scale-down made by a worker that died before its
+    outcome was recorded): the count recorded then, nothing written."""
     try:
-        previous = workloads.scale_to_zero(state.kind, state.namespace, state.name)
+        previous = workloads.replicas(state.kind, state.namespace, state.name)
+        if previous == 0:
+            previous = state.previous_replicas or 0
+        else:
+            IdleState.objects.filter(pk=state.pk, acted_at=state.acted_at).update(
+                previous_replicas=previous
+            )
+            workloads.scale_to_zero(state.kind, state.namespace, state.name, previous=previous)
     except (kube.ClusterError, workloads.NotThere) as exc:
         detail = str(exc)[:500]
         with transaction.atomic():
@@ -566,11 +543,20 @@ def bring_back(state, *, by):
     # the cluster is asked, so of two clicks at once the second waits here, finds
     # it gone and is told so: one restore, one log row, one audit event.
     claimed = IdleState.objects.select_for_update().filter(pk=state.pk, acted_at__isnull=False)
-    if not claimed.exists():
+    claimed = claimed.first()
+    if claimed is None:
         raise errors.IllegalTransition(f"{_name(state)} was already brought back.")
+    if claimed.previous_replicas is None:
+        raise errors.IllegalTransition(
+            f"{_name(state)}: the portal has no record of the replicas it had; scale it "
+            "back with kubectl."
+        )
+    state.previous_replicas = claimed.previous_replicas
     now = clock.now()
     try:
-        replicas = workloads.bring_back(state.kind, state.namespace, state.name)
+        replicas = workloads.bring_back(
+            state.kind, state.namespace, state.name, replicas=state.previous_replicas
+        )
     except workloads.NotThere as exc:
         raise errors.IllegalTransition(f"{exc}: there is nothing to bring back.") from None
     except kube.ClusterError as exc:

@@ -223,8 +223,8 @@ class ExemptionsView(generics.ListAPIView):
     )
     def post(self, request):
         """Leave a workload of your team alone until a time, with a reason (its
-        managers and admins; audited). The annotation
-        `gpu-portal.io/idle-exempt-until` on the object does the same."""
+        managers and admins; audited). The only way to exempt one: an annotation
+        on the object, which any member can write, is ignored."""
         serializer = ExemptionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -157,6 +157,10 @@ class IdleState(models.Model):
     announced_at = models.DateTimeField(null=True, blank=True)
     action_due_at = models.DateTimeField(null=True, blank=True)
     acted_at = models.DateTimeField(null=True, blank=True)
+    # The replicas a Deployment or StatefulSet had when the portal scaled it to
+    # zero: what "Bring it back" restores. Recorded before the scale-down, and
+    # never read from the object (its members can write its annotations).
+    previous_replicas = models.PositiveIntegerField(null=True, blank=True)
     seen_at = models.DateTimeField()
 
     class Meta:

@@ -1,14 +1,27 @@
-"""The cluster half of idle actions on Deployments and StatefulSets: scale to
-zero keeping the previous replicas in an annotation, bring back from it, and
-read a manager's exemption annotation. Each is one GET and at most one PATCH
-(a JSON merge patch: it touches only `spec.replicas` and our annotations)."""
+"""The cluster half of idle actions on Deployments and StatefulSets: read how
+many replicas one runs, scale it to zero, bring it back to a count. Each is one
+GET or one PATCH (a JSON merge patch: it touches only `spec.replicas` and our
+annotation).
 
-from datetime import datetime
+Nothing here is read back from the cluster as a decision. The members of a
+team hold `edit` in its namespace and can write any annotation on their
+workloads, so whether a workload is exempt (`idle.models.Exemption`, made by a
+manager through `idle.actions.exempt`) and how many replicas it had before the
+portal scaled it down (`IdleState.previous_replicas`) are the database's. The
+replicas annotation is a mirror the portal writes for people reading the object
+with kubectl, never an input; an exemption annotation is ignored and logged.
+"""
+
+import logging
 
 from cluster import kube
 
+log = logging.getLogger(__name__)
+
 PREVIOUS_REPLICAS = "gpu-portal.io/idle-previous-replicas"
-EXEMPT_UNTIL = "gpu-portal.io/idle-exempt-until"
+# Read by earlier versions as a manager's exemption; anyone with `edit` could
+# write it, so it is ignored (logged when seen on a workload acted on).
+IGNORED_EXEMPTION = "gpu-portal.io/idle-exempt-until"
 SCALABLE = ("Deployment", "StatefulSet")
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -30,48 +43,40 @@ def _patch(kind, namespace, name, patch):
     )
 
 
-def exempt_until(kind, namespace, name):
-    """The time in the object's `gpu-portal.io/idle-exempt-until` annotation (ISO
-    8601, aware), or None: no such object, no annotation, or not a time."""
-    if kind not in SCALABLE:
-        return None
-    try:
-        obj = kube.cluster().get(kind, name, namespace)
-    except kube.ClusterError:
-        return None
-    raw = ((obj or {}).get("metadata", {}).get("annotations") or {}).get(EXEMPT_UNTIL, "")
-    try:
-        until = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return until if until.tzinfo else None
-
-
-def scale_to_zero(kind, namespace, name):
-    """Scale to zero; the replicas it had. Already at zero with our annotation
-    (a retry): the annotation's count, nothing written."""
+def replicas(kind, namespace, name):
+    """The replicas the workload asks for now (its spec: 1 when unset). One GET."""
     obj = _get(kind, namespace, name)
     annotations = obj["metadata"].get("annotations") or {}
-    replicas = obj.get("spec", {}).get("replicas", 1)
-    if replicas == 0 and PREVIOUS_REPLICAS in annotations:
-        return int(annotations[PREVIOUS_REPLICAS])
+    if IGNORED_EXEMPTION in annotations:
+        log.warning(
+            "%s %s/%s: annotation %s=%r ignored; exemptions are made by a team manager "
+            "in the portal",
+            kind,
+            namespace,
+            name,
+            IGNORED_EXEMPTION,
+            annotations[IGNORED_EXEMPTION][:100],
+        )
+    return (obj.get("spec") or {}).get("replicas", 1)
+
+
+def scale_to_zero(kind, namespace, name, *, previous):
+    """Scale to zero, noting `previous` (what the portal recorded it had) on the
+    object for whoever reads it with kubectl. One PATCH."""
     _patch(
         kind,
         namespace,
         name,
-        {"metadata": {"annotations": {PREVIOUS_REPLICAS: str(replicas)}}, "spec": {"replicas": 0}},
+        {"metadata": {"annotations": {PREVIOUS_REPLICAS: str(previous)}}, "spec": {"replicas": 0}},
     )
-    return replicas
 
 
-def bring_back(kind, namespace, name):
-    """Restore the replicas kept by `scale_to_zero`; how many. Scaled up since by its
-    owner (no annotation): left as it is, None."""
+def bring_back(kind, namespace, name, *, replicas):
+    """Scale back to `replicas` (the portal's record) and take the note off; how
+    many. Scaled up since by its owner: left as it is, None. A GET and a PATCH."""
     obj = _get(kind, namespace, name)
-    annotations = obj["metadata"].get("annotations") or {}
-    if PREVIOUS_REPLICAS not in annotations:
+    if (obj.get("spec") or {}).get("replicas", 1) != 0:
         return None
-    replicas = int(annotations[PREVIOUS_REPLICAS])
     _patch(
         kind,
         namespace,

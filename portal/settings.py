@@ -406,6 +406,29 @@ if PORTAL_CLOCK not in ("real", "kubesim"):
     raise ImproperlyConfigured(f"PORTAL_CLOCK={PORTAL_CLOCK!r} must be real or kubesim")
 PORTAL_CLOCK_REFRESH = env_int("PORTAL_CLOCK_REFRESH", 5, minimum=1)
 PORTAL_NAMESPACE_PREFIX = env_str("PORTAL_NAMESPACE_PREFIX", "")
+# What is before a slug in a namespace name: lowercase letters, digits and '-',
+# starting with a letter or digit; never `kube-` (Kubernetes' own namespaces).
+if PORTAL_NAMESPACE_PREFIX and not re.fullmatch(
+    r"[a-z0-9][-a-z0-9]{0,61}", PORTAL_NAMESPACE_PREFIX
+):
+    raise ImproperlyConfigured(
+        f"PORTAL_NAMESPACE_PREFIX={PORTAL_NAMESPACE_PREFIX!r} must be lowercase letters, digits "
+        "or '-', starting with a letter or digit (it begins a namespace name)"
+    )
+if PORTAL_NAMESPACE_PREFIX.startswith("kube-"):
+    raise ImproperlyConfigured(
+        f"PORTAL_NAMESPACE_PREFIX={PORTAL_NAMESPACE_PREFIX!r}: "
+        "kube-* names are Kubernetes' own namespaces"
+    )
+# The namespace the portal runs in (deploy/ sets it from the pod's own): never a
+# team's, whatever a slug and the prefix make.
+PORTAL_OWN_NAMESPACE = env_str("PORTAL_OWN_NAMESPACE", "portal")
+if PORTAL_OWN_NAMESPACE and not re.fullmatch(
+    r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", PORTAL_OWN_NAMESPACE
+):
+    raise ImproperlyConfigured(
+        f"PORTAL_OWN_NAMESPACE={PORTAL_OWN_NAMESPACE!r} is not a namespace name"
+    )
 # Labels and annotations every team namespace gets (e.g. for a NetworkPolicy
 # or cost-allocation controller): "key=value,key2=value2".
 PORTAL_NAMESPACE_LABELS = env_metadata("PORTAL_NAMESPACE_LABELS", labels=True)

@@ -17,17 +17,27 @@ from django.utils import timezone
 
 from cluster import kube
 from cluster.outbox import Outbox
-from provisioning import manifests
 from provisioning.desired import desired_state, desired_states, digest, object_hash, object_key
 from provisioning.models import ProvisioningAction, TeamSync
-from teams import access, errors
+from teams import access, errors, namespaces
 from teams.models import AuditEvent
 
 log = logging.getLogger(__name__)
 
 Status = TeamSync.Status
 Action = ProvisioningAction
-MANAGED_SELECTOR = f"app.kubernetes.io/managed-by={manifests.MANAGED_BY}"
+MANAGED_SELECTOR = f"{namespaces.MANAGED_BY_LABEL}={namespaces.MANAGED_BY}"
+
+
+class NotTheTeamsNamespace(kube.PermanentClusterError):
+    """The team's namespace is one the portal may not take as the team's
+    (`teams.namespaces.refusal`): a system namespace, the portal's own, or one that
+    exists without the labels the portal gives the namespace it makes for the team.
+    Raised before anything is written to it; retrying changes nothing."""
+
+    def __init__(self, message):
+        super().__init__(0, message)
+
 
 team_sync = Outbox(
     TeamSync,
@@ -107,6 +117,30 @@ def _terminating(live):
     return live is not None and bool(live["metadata"].get("deletionTimestamp"))
 
 
+def _refuse_unless_ours(obj, live):
+    """`obj` is the team's Namespace as the portal wants it, `live` the one on the
+    cluster (None: none, it will be created). Raise NotTheTeamsNamespace unless
+    the portal may write it: no apply may label, and so take over, a namespace
+    the portal did not make for the team."""
+    name, slug = obj["metadata"]["name"], obj["metadata"]["labels"][namespaces.TEAM_LABEL]
+    problem = namespaces.refusal(slug, live, name=name)
+    if problem:
+        raise NotTheTeamsNamespace(problem)
+
+
+def namespace_refusal(slug, name):
+    """Why a new team `slug` may not have namespace `name` ("" if it may), by the
+    namespace on the cluster (`hooks.on_namespace_refusal`): one GET. A cluster
+    that does not answer stops nothing here; the team's first sync reads the
+    namespace again before it writes (`reconcile`) and refuses it then."""
+    try:
+        live = kube.cluster().get("Namespace", name)
+    except kube.ClusterError as exc:
+        log.warning("namespace %s not checked before team %s was made: %s", name, slug, exc)
+        return ""
+    return namespaces.refusal(slug, live, name=name)
+
+
 def _describe_drift(obj, live):
     name = f"{obj['kind']} {obj['metadata']['name']}"
     if live is None:
@@ -137,6 +171,12 @@ def reconcile(cluster, objects, applied, *, read=False):
     it has the team's next sync `read`: one GET per object (none after a missing
     namespace: nothing can be in it), one apply per object that differs, and a
     description of each difference from what was applied last.
+
+    The Namespace is never applied unread: before its first apply (and whenever
+    its name or labels change) it is read, one GET, and a namespace that exists
+    without being the team's (`teams.namespaces.refusal`: no labels of the
+    portal's for the team, or a system namespace, checked without a call) stops
+    the sync before anything is written: NotTheTeamsNamespace.
     """
     new_applied, writes, drift = {}, 0, []
     namespace_missing = not applied
@@ -145,10 +185,19 @@ def reconcile(cluster, objects, applied, *, read=False):
             continue  # admission policies on a server without them: docs/security.md
         key, wanted = object_key(obj), object_hash(obj)
         meta = obj["metadata"]
+        is_namespace = obj["kind"] == "Namespace"
+        if is_namespace:
+            # Whatever the row says was applied: no call at all for a namespace that
+            # is never a team's (kube-system, default, the portal's own).
+            _refuse_unless_ours(obj, None)
         if read and not namespace_missing:
             live = cluster.get(obj["kind"], meta["name"], meta.get("namespace"))
-            namespace_missing = obj["kind"] == "Namespace" and live is None
-            if obj["kind"] == "Namespace" and _terminating(live):
+            namespace_missing = is_namespace and live is None
+            if is_namespace:
+                # Its labels taken off since, or the namespace made again by someone
+                # else: no longer the team's, so it is not labelled back.
+                _refuse_unless_ours(obj, live)
+            if is_namespace and _terminating(live):
                 # Deleted outside the portal: it cannot be applied to until the namespace
                 # controller has emptied it and it is gone. Try again then.
                 raise kube.TransientClusterError(
@@ -162,6 +211,16 @@ def reconcile(cluster, objects, applied, *, read=False):
         elif not namespace_missing and applied.get(key) == wanted:
             new_applied[key] = wanted
             continue
+        elif is_namespace:
+            # About to apply the Namespace unread (the team's first sync, or its name
+            # or labels changed): read it first, one GET, so that the apply never
+            # takes over a namespace that exists without being the team's.
+            live = cluster.get("Namespace", meta["name"])
+            _refuse_unless_ours(obj, live)
+            if _terminating(live):
+                raise kube.TransientClusterError(
+                    f"namespace {meta['name']} is being terminated; it is made again once gone"
+                )
         cluster.apply(obj, field_manager=settings.PORTAL_KUBE_FIELD_MANAGER)
         writes += 1
         new_applied[key] = wanted
@@ -202,8 +261,9 @@ def _record_error(team_id, token, generation, exc):
         fields["refused_generation"] = F("generation") if generation is None else generation
     team_sync.holding(team_id, token).update(**fields)
     if permanent and message != previous:
+        refused_by = "Not synced" if isinstance(exc, NotTheTeamsNamespace) else "Cluster refused"
         AuditEvent.record(
-            team_id=team_id, action=Action.SYNC_FAILED, reason=f"Cluster refused: {message}"
+            team_id=team_id, action=Action.SYNC_FAILED, reason=f"{refused_by}: {message}"
         )
 
 
@@ -402,7 +462,11 @@ def check_drift(cluster=None):
 
 
 def delete_namespace(team, *, by, cluster=None):
-    """Delete an archived team's namespace (and everything in it). One API call."""
+    """Delete an archived team's namespace (and everything in it), if it is the
+    team's: read first, refused unless it carries the labels the portal gave it for
+    the team (`teams.namespaces.refusal`), then deleted on condition that it is
+    still that namespace unchanged (preconditions: a namespace relabelled or made
+    again meanwhile is not deleted). Two API calls."""
     if not access.can_review(by):
         raise errors.NotAllowed("Only platform admins can delete namespaces.")
     sync = TeamSync.objects.filter(team=team).first()
@@ -411,12 +475,29 @@ def delete_namespace(team, *, by, cluster=None):
     if sync.namespace_deleted_at is not None:
         raise errors.IllegalTransition("The namespace is already deleted.")
     namespace = desired_state(team.pk).namespace
+    if problem := namespaces.reserved(namespace):
+        raise errors.IllegalTransition(f"Namespace {namespace} is not deleted: {problem}.")
+    cluster = cluster or kube.cluster()
+    live = cluster.get("Namespace", namespace)
+    if live is not None and (problem := namespaces.refusal(team.slug, live, name=namespace)):
+        raise errors.IllegalTransition(f"{problem} It is not deleted.")
     # Mark first, so no sync recreates what we are about to delete.
     TeamSync.objects.filter(team=team).update(namespace_deleted_at=timezone.now(), applied={})
     try:
-        (cluster or kube.cluster()).delete("Namespace", namespace)
-    except kube.ClusterError:
+        if live is not None:
+            meta = live["metadata"]
+            cluster.delete(
+                "Namespace",
+                namespace,
+                preconditions={"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+            )
+    except kube.ClusterError as exc:
         TeamSync.objects.filter(team=team).update(namespace_deleted_at=None)
+        if exc.status == 409:
+            raise errors.IllegalTransition(
+                f"Namespace {namespace} changed while it was being deleted; it is not deleted. "
+                "Look at it, then try again."
+            ) from None
         raise
     AuditEvent.record(
         team_id=team.pk,

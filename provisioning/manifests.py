@@ -6,10 +6,7 @@ retried apply lands on the same object.
 """
 
 from cluster.devices import is_dra_quota_resource
-from teams.namespaces import namespace_of
-
-MANAGED_BY = "gpu-portal"
-TEAM_LABEL = "gpu-portal.io/team"
+from teams.namespaces import MANAGED_BY, MANAGED_BY_LABEL, TEAM_LABEL, namespace_of
 
 QUOTA_NAME = "gpu-quota"
 # A second ResourceQuota while the team's hard budget is spent: its name is what a
@@ -35,7 +32,8 @@ EXAMPLE_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 
 
 def _labels(team_slug):
-    return {"app.kubernetes.io/managed-by": MANAGED_BY, TEAM_LABEL: team_slug}
+    # What makes a namespace the portal's for the team (teams.namespaces.owned).
+    return {MANAGED_BY_LABEL: MANAGED_BY, TEAM_LABEL: team_slug}
 
 
 def _metadata(name, namespace, team_slug):

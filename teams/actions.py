@@ -16,17 +16,21 @@ from teams.models import AuditEvent, Membership, Team
 Action = AuditEvent.Action
 
 
-@transaction.atomic
 def create_team(*, name, slug, by):
-    """A new team (its namespace is named after `slug`); the creator is not made a member."""
+    """A new team (its namespace is named after `slug`); the creator is not made a member.
+
+    A slug whose namespace the portal may not take as the team's is a field error
+    (`Team.clean`: `teams.namespaces.check_slug`, which reads the namespace on the
+    cluster: one API call, made before the transaction)."""
     if not access.can_review(by):
         raise NotAllowed("Only platform admins can create teams.")
     # Team.name's validator (inputs.validate_one_line) refuses line breaks and
     # invisible characters, here as in the admin.
     team = Team(name=name, slug=slug)
     team.full_clean()
-    team.save()
-    AuditEvent.record(team_id=team.pk, action=Action.TEAM_CREATE, actor=by, reason=name)
+    with transaction.atomic():
+        team.save()
+        AuditEvent.record(team_id=team.pk, action=Action.TEAM_CREATE, actor=by, reason=name)
     return team
 
 

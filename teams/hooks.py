@@ -38,6 +38,10 @@ Events:
   `Notice` to each callback here, in the transaction (the webhooks record
   their deliveries there).
 
+Namespaces: `on_namespace_refusal(check)` says why a new team's namespace may
+not be its own (provisioning reads the live namespace: one that exists without
+the portal's labels is refused), for `teams.namespaces.check_slug`.
+
 Budgets: `on_budget_left(provider)` says what teams may still spend this
 month (billing's hard budgets), for batch to hold work past it;
 `on_budget_spent(callback)` is what an app does when a team's hard budget says
@@ -65,6 +69,7 @@ _spend_panels = []
 _budget_left = []
 _budget_spent = []
 _quota_caps = []
+_namespace_refusals = []
 _quota_changed_many = {}  # callback -> its set-based twin
 
 
@@ -277,3 +282,15 @@ def budget_left(team_ids, now):
         for team_id, amount in provider(team_ids, now).items():
             left[team_id] = min(amount, left.get(team_id, amount))
     return left
+
+
+def on_namespace_refusal(check):
+    """Have a new team's namespace checked by an app above this one: `check(slug,
+    name)` returns why team `slug` may not have namespace `name` ("" if it may).
+    One API call at most: it runs when a team is created, in the request."""
+    return _register(_namespace_refusals, check)
+
+
+def namespace_refusals(slug, name):
+    """Each registered check's answer for team `slug`'s namespace `name`, lazily."""
+    return (check(slug, name) for check in _namespace_refusals)

@@ -14,12 +14,13 @@ from django.db import DEFAULT_DB_ALIAS, models
 from django.db.models import F, Q
 from django.urls import reverse
 
+from teams import namespaces
 from teams.inputs import validate_one_line
 from teams.namespaces import namespace_of
 
 # A team slug becomes a Kubernetes namespace name: an RFC 1123 label.
 dns1123_label = RegexValidator(
-    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    namespaces.DNS1123_LABEL.pattern,
     "Use 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit "
     "(it becomes a Kubernetes namespace name).",
 )
@@ -60,6 +61,18 @@ class Team(models.Model):
 
     def get_absolute_url(self):
         return reverse("team_page", args=[self.slug])
+
+    def clean(self):
+        """A new slug (a new team's, or one changed in the admin) must name a namespace
+        the portal may take as the team's (`namespaces.check_slug`: an API call).
+        Every way a team is made comes here: `teams.actions.create_team` and the
+        admin's form through `full_clean`."""
+        super().clean()
+        if self.slug and (
+            self._state.adding
+            or not Team.objects.filter(pk=self.pk, slug=self.slug).exists()  # a query
+        ):
+            namespaces.check_slug(self.slug)
 
     @property
     def is_archived(self):

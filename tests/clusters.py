@@ -463,6 +463,72 @@ def deployed():
     return account, role, binding
 
 
+@functools.cache
+def admission_policy():
+    """(ValidatingAdmissionPolicy, its binding) as `kubectl kustomize deploy/base`
+    renders them: what keeps the portal to its own namespaces on a real cluster."""
+    objects = render("deploy/base")
+    (policy,) = by_kind(objects, "ValidatingAdmissionPolicy").values()
+    (binding,) = by_kind(objects, "ValidatingAdmissionPolicyBinding").values()
+    return policy, binding
+
+
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+
+
+@pytest.fixture
+def namespace_policy(backend):
+    """deploy/'s admission policy in force on the real control plane, taken away
+    after the test; on kubesim, which has no admission policies, nothing (None).
+
+    In force once the API server refuses the portal a dry-run relabelling of
+    `default` (the policy is picked up by an informer, a moment after it is made).
+    """
+    if backend.name != "kubernetes":
+        yield None
+        return
+    admin = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
+    # The portal's credentials, without the client's own guard: the server decides.
+    portal = kube.Cluster(kube.load_configuration(backend.kubeconfig), timeout=10)
+    policy, binding = admission_policy()
+    objects = (
+        ("validatingadmissionpolicies", policy),
+        ("validatingadmissionpolicybindings", binding),
+    )
+    try:
+        for plural, obj in objects:
+            admin.call(
+                "PATCH",
+                f"{ADMISSION}/{plural}/{obj['metadata']['name']}",
+                query={"fieldManager": "tests", "force": "true"},
+                body=obj,
+                content_type=kube.APPLY_PATCH,
+            )
+
+        def refused():
+            try:
+                portal.call(
+                    "PATCH",
+                    portal.path("Namespace", "default"),
+                    query={"dryRun": "All"},
+                    body={"metadata": {"labels": {"probe": "x"}}},
+                    content_type="application/merge-patch+json",
+                )
+            except kube.PermanentClusterError as exc:
+                return exc.status == 403 and "gpu-portal-namespaces" in exc.message
+            return False
+
+        wait_for(refused, timeout=30)
+        backend.clear_requests()  # the probes are not the test's
+        yield policy
+    finally:
+        for plural, obj in reversed(objects):
+            with contextlib.suppress(kube.ClusterError):
+                admin.call("DELETE", f"{ADMISSION}/{plural}/{obj['metadata']['name']}")
+        admin.close()
+        portal.close()
+
+
 @pytest.fixture
 def portal_rules(request):
     """The rules of the portal's ClusterRole: deploy/'s, unless a test gives others

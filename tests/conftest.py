@@ -12,6 +12,7 @@ from tests.clusters import (  # noqa: F401 (the cluster backends, for every test
     backend,
     cluster,
     control_plane,
+    namespace_policy,
     portal_rules,
 )
 from tests.factories import FlavorFactory, TeamFactory, UserFactory, add_member, make_reviewer

@@ -1,12 +1,14 @@
 from datetime import UTC, datetime
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from provisioning import actions
 from provisioning.models import TeamSync
 from teams import actions as team_actions
+from teams.api import exception_handler
 from tests.api.conftest import client_for
 from tests.factories import TeamFactory
 
@@ -137,3 +139,19 @@ def test_the_list_keeps_query_count_flat(admin_user, vision):
         assert all("status" in team["sync"] for team in response.json()["results"])
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
+
+
+def test_a_refused_namespace_is_a_400_naming_the_slug(admin_user):
+    """No endpoint makes teams yet; one calling `create_team` answers its refusal of
+    a namespace the portal never uses as every action's validation error is
+    answered: a 400 naming the field."""
+    with pytest.raises(ValidationError) as raised:
+        team_actions.create_team(name="System", slug="kube-system", by=admin_user)
+    response = exception_handler(raised.value, {})
+    assert response.status_code == 400
+    assert response.data == {
+        "slug": [
+            "The portal never uses namespace kube-system: "
+            "kube-system is a Kubernetes system namespace."
+        ]
+    }

@@ -145,3 +145,27 @@ def test_failed_scheduling_is_shown_on_the_job_page(setup, demo_flavors, cluster
     assert "FailedScheduling" in page
     assert "node(s) were unschedulable" in event["message"]
     assert "2 node(s) were unschedulable" in page
+
+
+def test_a_job_labelled_as_a_batch_job_but_not_its_job_speaks_for_nothing(
+    setup, demo_flavors, backend, caplog
+):
+    """The label names a batch job, but anyone with `edit` in a namespace can put it
+    on a Job of theirs: a Job speaks for batch job N only as `batch-N` in its team's
+    namespace. A finished Job elsewhere, so labelled, finishes nothing."""
+    job = submit(setup, demo_flavors["h100"])
+    actions.replan()
+    launch.release_due()
+    assert status_of(job) == Status.RELEASED
+    labels = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/batch-job": str(job.pk)}
+    done = {"conditions": [{"type": "Complete", "status": "True"}]}
+    for namespace, name in (("nlp", f"batch-{job.pk}"), ("vision", "my-own"), ("nlp", "x")):
+        forged = {
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "status": done,
+        }
+        backend.clear_requests()
+        assert watch.record(forged, cluster=kube.cluster()) is None
+        assert backend.requests() == []  # not even its events read
+        assert f"Job {namespace}/{name} is labelled gpu-portal.io/batch-job" in caplog.text
+    assert status_of(job) == Status.RELEASED

@@ -39,9 +39,40 @@ def test_every_object_is_valid(tree, version):
         "Deployment",
         "Service",
         "Ingress",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in objects:
         kubernetes_validate.validate(obj, version, strict=True)
+
+
+# Resources with no namespace the portal may be granted a write of.
+CLUSTER_SCOPED_RESOURCES = {
+    "clusterroles",
+    "clusterrolebindings",
+    "nodes",
+    "deviceclasses",
+    "resourceslices",
+    "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies",
+    "mutatingadmissionpolicybindings",
+}
+CLUSTER_SCOPED = {
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
+
+
+@pytest.mark.parametrize("tree", TREES)
+def test_cluster_scoped_objects_carry_no_namespace(tree):
+    """kustomize gives every kind it does not know as cluster-scoped the base's
+    namespace; the base takes it off the admission policy's again."""
+    for obj in render(tree):
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in obj["metadata"], obj["kind"]
 
 
 @pytest.mark.parametrize("tree", TREES)
@@ -59,6 +90,11 @@ def test_the_deployments_run_as_the_portal_would(tree):
         for container in pod["containers"] + pod.get("initContainers", []):
             assert container["securityContext"]["readOnlyRootFilesystem"] is True
             assert {"configMapRef", "secretRef"} <= {k for ref in container["envFrom"] for k in ref}
+            # Its own namespace, whatever the overlay makes it: never a team's.
+            assert {
+                "name": "PORTAL_OWN_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            } in container["env"]
     web = deployments["gpu-portal-web"]["spec"]["template"]["spec"]
     [server] = web["containers"]
     assert server["command"] == ["gunicorn", "portal.wsgi:application"]
@@ -96,3 +132,47 @@ def test_the_cluster_role_grants_bind_on_edit_only():
         "verbs": ["bind"],
         "resourceNames": ["edit"],
     }
+
+
+@pytest.mark.parametrize("tree", TREES)
+def test_the_admission_policy_binds_and_matches_the_portals_service_account(tree):
+    """The policy that keeps the portal to its own namespaces is bound (Deny), and
+    its match condition names the ServiceAccount the ClusterRoleBinding grants the
+    role to (the condition is CEL: kustomize's namespace does not reach into it).
+    tests/deploy/test_namespace_policy.py proves what the API server does with it."""
+    objects = render(tree)
+    (policy,) = by_kind(objects, "ValidatingAdmissionPolicy").values()
+    (binding,) = by_kind(objects, "ValidatingAdmissionPolicyBinding").values()
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    [subject] = by_kind(objects, "ClusterRoleBinding")["gpu-portal"]["subjects"]
+    assert subject["kind"] == "ServiceAccount"
+    [condition] = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        "request.userInfo.username.startsWith('system:serviceaccount:') && "
+        f"request.userInfo.username.endsWith(':{subject['name']}')"
+    )
+    # Namespaces, and every namespaced resource the ClusterRole lets the portal
+    # write, are watched by the policy (cluster-scoped ones are not in a namespace).
+    role = by_kind(objects, "ClusterRole")["gpu-portal"]
+    writes = {"create", "patch", "update", "delete"}
+    written = {
+        (group, resource)
+        for rule in role["rules"]
+        if writes & set(rule["verbs"])
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if resource not in CLUSTER_SCOPED_RESOURCES
+    }
+    watched = {
+        (group, resource)
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+        if set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert ("", "namespaces") in written
+    assert written <= watched, written - watched

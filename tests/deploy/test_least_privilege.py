@@ -9,7 +9,9 @@ tests/provisioning/conftest.py).
   inventory, a batch Job created suspended,
   released, watched to its end with its events, pods and log read, another
   cancelled, the team archived and its namespace deleted) succeeds and kubesim
-  refuses nothing.
+  refuses nothing; nor does the real API server with deploy/'s admission policy
+  in force (the namespaces the portal may change and delete, which RBAC cannot
+  say).
 - Without any one rule, or one verb, resource or resource name of a rule, some
   request of that life is refused with 403, and it is one the missing grant
   would have allowed (kubesim's request log says what authorization refused).
@@ -186,8 +188,9 @@ def portal_life(setup, flavors, backend, capture):
         outsider = kube.Cluster(kube.load_configuration(backend.admin_kubeconfig), timeout=10)
         for kind in idle_workloads.SCALABLE:
             outsider.apply(_scalable(kind), field_manager="tests")
-            idle_workloads.scale_to_zero(kind, "vision", "notebook")
-            idle_workloads.bring_back(kind, "vision", "notebook")
+            previous = idle_workloads.replicas(kind, "vision", "notebook")
+            idle_workloads.scale_to_zero(kind, "vision", "notebook", previous=previous)
+            idle_workloads.bring_back(kind, "vision", "notebook", replicas=previous)
         outsider.close()
 
     def budget_spent_and_lifted():
@@ -236,8 +239,11 @@ def portal_life(setup, flavors, backend, capture):
 
 
 def test_the_deployed_role_lets_the_portal_do_everything(
-    setup, demo_flavors, backend, cluster, django_capture_on_commit_callbacks
+    setup, demo_flavors, backend, cluster, namespace_policy, django_capture_on_commit_callbacks
 ):
+    """...and on the real API server, under deploy/'s admission policy too: it
+    refuses nothing the portal does in the namespaces it made
+    (tests/deploy/test_namespace_policy.py: what it refuses)."""
     team = setup["team"]
     jobs = {}
     for name, jobs in portal_life(setup, demo_flavors, backend, django_capture_on_commit_callbacks):

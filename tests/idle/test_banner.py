@@ -110,7 +110,9 @@ def test_bring_back_without_a_cluster_is_a_503_and_changes_nothing(
     client, alice, vision, h100, metered, settings
 ):
     settings.PORTAL_KUBECONFIG = ""  # nothing to talk to
-    scaled = state(vision, h100, announced_at=HOUR, action_due_at=HOUR, acted_at=HOUR)
+    scaled = state(
+        vision, h100, announced_at=HOUR, action_due_at=HOUR, acted_at=HOUR, previous_replicas=2
+    )
     client.force_login(alice)
     response = client.post(
         f"/api/v1/idle-states/{scaled.pk}/bring-back/", content_type="application/json"
@@ -121,3 +123,19 @@ def test_bring_back_without_a_cluster_is_a_503_and_changes_nothing(
     page = client.post(f"/idle/states/{scaled.pk}/bring-back/", follow=True)
     assert page.status_code == 200
     assert "The cluster did not take it" in page.content.decode()
+
+
+def test_bring_back_without_a_record_of_the_replicas_says_so(
+    client, alice, vision, h100, metered, settings
+):
+    """What "Bring it back" restores is the portal's record, never the object's
+    annotation (any member can write it): without one it asks no cluster."""
+    settings.PORTAL_KUBECONFIG = ""  # nothing to talk to: not asked
+    scaled = state(vision, h100, announced_at=HOUR, action_due_at=HOUR, acted_at=HOUR)
+    client.force_login(alice)
+    response = client.post(
+        f"/api/v1/idle-states/{scaled.pk}/bring-back/", content_type="application/json"
+    )
+    assert response.status_code == 409
+    assert "no record of the replicas it had" in response.json()["detail"]
+    assert IdleState.objects.filter(pk=scaled.pk, acted_at=HOUR).exists()

@@ -1,14 +1,17 @@
 """A notebook Deployment idle under a 10-minute policy with a 5-minute grace
 (the history in Prometheus, stepped minute by minute) is announced, scaled to
 zero with its replicas kept (its ReplicaSet's pods go), and brought back from
-the API (they come back); an exempt one (by its annotation) and one active in
-its grace are left alone. On kubesim and on the real API server alike."""
+the API (they come back); one active in its grace is left alone, and one a
+member annotated as exempt with kubectl is not. On kubesim and on the real API
+server alike."""
 
+import logging
 import os
 import subprocess
 import sys
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -16,10 +19,12 @@ from django.utils import timezone
 
 from idle import actions
 from idle.models import IdleAction, IdleState
-from idle.workloads import EXEMPT_UNTIL, PREVIOUS_REPLICAS
+from idle.workloads import IGNORED_EXEMPTION, PREVIOUS_REPLICAS
+from provisioning import manifests
 from tests.billing.ledger import meter, workload
 from tests.idle.conftest import at, log, run
 from tests.provisioning.conftest import _database_url
+from tests.provisioning.test_namespace_usage import KUBECTL
 from tests.waiting import wait_for
 
 
@@ -116,11 +121,69 @@ def test_an_idle_notebook_is_announced_scaled_to_zero_and_brought_back(
     assert abs(float(saving["given_back_gpu_hours"]) - given_back) < 0.001
 
 
-def test_a_notebook_exempt_by_its_annotation_is_untouched(
-    prometheus, deployments, admin_user, h100, vision
+def kubectl_as_member(backend, tmp_path, *args):
+    """kubectl as alice, a member of vision: in the team's group, which the team's
+    RoleBinding grants `edit` in its namespace, as the sync makes it."""
+    kubeconfig = backend.user_kubeconfig("alice", ["gpu-team-vision"], Path(tmp_path / "alice"))
+    return subprocess.run(
+        [KUBECTL, "--kubeconfig", kubeconfig, "-n", "vision", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+@pytest.mark.kubesim_tls  # kubectl sends no credentials over plain HTTP
+def test_a_members_exemption_annotation_exempts_nothing(
+    prometheus, backend, deployments, admin_user, h100, vision, tmp_path, caplog
 ):
+    """The annotation earlier versions read as a manager's exemption: a member
+    writes it with their own credentials (they may: `edit`), and the notebook is
+    still announced and scaled to zero, with a warning in the worker's log."""
+    deployments.apply(
+        manifests.role_binding(
+            "vision", "vision", manifests.group_subjects(["gpu-team-vision"]), "edit"
+        ),
+        field_manager="tests",
+    )
     until = (timezone.now() + timedelta(days=1)).isoformat()
-    deployments.apply(deployment("notebook", 2, {EXEMPT_UNTIL: until}), field_manager="tests")
+    annotated = kubectl_as_member(
+        backend, tmp_path, "annotate", "deployment", "notebook", f"{IGNORED_EXEMPTION}={until}"
+    )
+    assert annotated.returncode == 0, annotated.stderr
+    notebook = deployments.get("Deployment", "notebook", "vision")
+    assert notebook["metadata"]["annotations"][IGNORED_EXEMPTION] == until
+    # A member cannot make the exemption the portal honours: that is a manager's.
+    assert kubectl_as_member(backend, tmp_path, "auth", "can-i", "patch", "namespace").returncode
+
+    actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
+    with caplog.at_level(logging.WARNING, logger="idle.workloads"):
+        run(range(1, 17))
+    assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 0
+    assert [row for row in log() if row[1] == "notebook"] == [
+        ("Deployment", "notebook", "announced", at(11)),
+        ("Deployment", "notebook", "scaled_to_zero", at(16)),
+    ]
+    assert any(
+        IGNORED_EXEMPTION in record.getMessage() and "vision/notebook" in record.getMessage()
+        for record in caplog.records
+    )
+
+
+def test_a_managers_exemption_leaves_the_notebook_alone(
+    prometheus, deployments, admin_user, carol, h100, vision
+):
+    """The only exemption: a manager's, made through the portal (a row, audited)."""
+    actions.exempt(
+        vision,
+        namespace="vision",
+        kind="Deployment",
+        name="notebook",
+        until=timezone.now() + timedelta(days=1),
+        reason="Demo on Friday",
+        by=carol,
+    )
     actions.set_policy(h100, None, by=admin_user, idle_minutes=10, grace_minutes=5, mode="act")
     run(range(1, 17))
     assert deployments.get("Deployment", "notebook", "vision")["spec"]["replicas"] == 2

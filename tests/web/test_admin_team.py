@@ -5,7 +5,7 @@ from django.contrib.auth.models import Permission
 
 from provisioning import actions
 from provisioning.models import TeamSync
-from teams.models import Membership
+from teams.models import Membership, Team
 
 
 @pytest.fixture
@@ -13,7 +13,13 @@ def admin_client(client, admin_user):
     # The review permission alone does not open the team pages of the Django admin.
     admin_user.user_permissions.add(
         *Permission.objects.filter(
-            codename__in=["change_team", "add_membership", "change_membership", "delete_membership"]
+            codename__in=[
+                "add_team",
+                "change_team",
+                "add_membership",
+                "change_membership",
+                "delete_membership",
+            ]
         )
     )
     client.force_login(admin_user)
@@ -97,3 +103,32 @@ def test_the_team_list_shows_each_teams_sync_status(admin_client, vision, nlp, i
     page = admin_client.get("/admin/teams/team/").content.decode()
     assert "Failing: quota &quot;gpu-quota&quot; is forbidden" in page
     assert "Not provisioned yet" in page  # nlp
+
+
+MANAGEMENT = {
+    "memberships-TOTAL_FORMS": "0",
+    "memberships-INITIAL_FORMS": "0",
+    "memberships-MIN_NUM_FORMS": "0",
+    "memberships-MAX_NUM_FORMS": "1000",
+}
+
+
+@pytest.mark.parametrize("slug", ["kube-system", "default"])
+def test_the_admin_refuses_a_team_in_a_system_namespace(admin_client, slug):
+    response = admin_client.post(
+        "/admin/teams/team/add/", {"name": "Sys", "slug": slug, **MANAGEMENT}
+    )
+    assert response.status_code == 200
+    assert "The portal never uses namespace" in response.content.decode()
+    assert response.context["adminform"].form.errors["slug"] == [
+        f"The portal never uses namespace {slug}: {slug} is a Kubernetes system namespace."
+    ]
+    assert not Team.objects.filter(slug=slug).exists()
+
+
+def test_the_admin_refuses_a_new_slug_naming_a_system_namespace(admin_client, vision, alice):
+    vision.slug = "kube-system"
+    response = _post(admin_client, vision, [{"user": alice}])
+    assert response.status_code == 200
+    assert "kube-system is a Kubernetes system namespace" in response.content.decode()
+    assert Team.objects.get(pk=vision.pk).slug == "vision"

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from provisioning.models import TeamSync
+from teams import hooks
 from teams.models import AuditEvent, Membership, Team
 from tests.factories import UserFactory, add_member
 
@@ -125,3 +126,28 @@ def test_a_slug_too_long_for_a_namespace_with_the_prefix_is_a_form_error(
 
 def test_only_admins_create_teams(login, alice):
     assert login(alice).get(reverse("team_new")).status_code == 403
+
+
+@pytest.mark.parametrize("slug", ["kube-system", "default", "portal"])
+def test_a_namespace_the_portal_never_uses_is_a_form_error_before_the_confirmation(
+    login, admin_user, settings, slug
+):
+    settings.PORTAL_OWN_NAMESPACE = "portal"
+    page = login(admin_user).post(reverse("team_new"), {"name": "Sys", "slug": slug})
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert 'class="field has-error"' in text
+    assert f"The portal never uses namespace {slug}:" in text
+    assert 'name="confirmed"' not in text  # not offered to confirm
+    assert not Team.objects.filter(slug=slug).exists()
+
+
+def test_the_form_refuses_a_namespace_taken_on_the_cluster(login, admin_user, monkeypatch):
+    """The hook provisioning registers reads the live namespace (tests/provisioning/
+    test_foreign_namespaces.py); here a stand-in says it is someone else's."""
+    monkeypatch.setattr(hooks, "_namespace_refusals", [lambda slug, name: f"{name} is taken"])
+    page = login(admin_user).post(
+        reverse("team_new"), {"name": "ML", "slug": "ml", "confirmed": "yes"}
+    )
+    assert "ml is taken" in page.content.decode()
+    assert not Team.objects.filter(slug="ml").exists()

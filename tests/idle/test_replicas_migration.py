@@ -1,4 +1,4 @@
-"""idle 0004: the replicas a workload had before an idle scale-down move from the
+"""idle 0005: the replicas a workload had before an idle scale-down move from the
 object's annotation (which any member of the team can write) to its state in
 the database, taken for the states already scaled down from the scale-down's
 own log row, which the portal wrote."""
@@ -12,7 +12,7 @@ from tests.migrating import migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-BEFORE = [("idle", "0003_flavor_moved_to_cluster")]
+BEFORE = [("idle", "0004_alter_exemption_reason")]
 AT = datetime(2026, 11, 2, 10, tzinfo=UTC)
 
 

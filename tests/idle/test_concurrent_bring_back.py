@@ -46,6 +46,7 @@ def scaled(transactional_db, cluster):
         announced_at=HOUR,
         action_due_at=HOUR,
         acted_at=HOUR,
+        previous_replicas=2,  # what the portal recorded when it scaled it down
     )
     return state, members
 

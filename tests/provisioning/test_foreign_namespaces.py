@@ -26,6 +26,7 @@ from teams import errors
 from teams.models import AuditEvent, Team
 from tests.factories import TeamFactory, submit
 from tests.provisioning.conftest import sync_of
+from tests.provisioning.test_actions import objects_per_team
 
 OURS = {"app.kubernetes.io/managed-by": "gpu-portal", "gpu-portal.io/team": "vision"}
 MERGE_PATCH = "application/merge-patch+json"
@@ -131,7 +132,7 @@ def test_a_row_naming_a_namespace_made_by_someone_else_gets_a_sync_that_writes_n
         content_type=MERGE_PATCH,
     )
     actions.mark_dirty(vision_quota.pk)
-    assert actions.sync_team(vision_quota.pk) == 5
+    assert actions.sync_team(vision_quota.pk) == objects_per_team(cluster)
     assert sync_of(vision_quota).status == TeamSync.Status.IN_SYNC
     hard = cluster.get("ResourceQuota", "gpu-quota", "vision")["spec"]["hard"]
     assert hard["requests.nvidia.com/gpu"] == "4"

@@ -235,25 +235,35 @@ def validating_policy(flavors, *, request_url):
     """The cluster's one ValidatingAdmissionPolicy, for `flavors` (PolicyFlavor, the
     catalog's non-DRA flavors); `request_url` is the portal's quota request page."""
     flavors = sorted(flavors, key=lambda f: f.slug)
+    return _policy(
+        "ValidatingAdmissionPolicy",
+        VALIDATING_NAME,
+        TEMPLATE_RULES,
+        matchConditions=[
+            {
+                "name": "not-a-suspended-job",
+                "expression": "!(object.kind == 'Job' && has(object.spec.suspend)"
+                " && object.spec.suspend)",
+            }
+        ],
+        variables=_variables(flavors),
+        validations=_validations(flavors, request_url),
+    )
+
+
+def _policy(kind, name, rules, **spec):
+    """An admission policy on CREATE of `rules`, its parameter the team's quota."""
     return {
         "apiVersion": GROUP,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": VALIDATING_NAME, "labels": dict(MANAGED)},
+        "kind": kind,
+        "metadata": {"name": name, "labels": dict(MANAGED)},
         "spec": {
             "failurePolicy": "Fail",
             "paramKind": {"apiVersion": "v1", "kind": "ResourceQuota"},
             "matchConstraints": {
-                "resourceRules": [{**rule, "operations": ["CREATE"]} for rule in TEMPLATE_RULES]
+                "resourceRules": [{**rule, "operations": ["CREATE"]} for rule in rules]
             },
-            "matchConditions": [
-                {
-                    "name": "not-a-suspended-job",
-                    "expression": "!(object.kind == 'Job' && has(object.spec.suspend)"
-                    " && object.spec.suspend)",
-                }
-            ],
-            "variables": _variables(flavors),
-            "validations": _validations(flavors, request_url),
+            **spec,
         },
     }
 
@@ -269,14 +279,23 @@ def _match_namespace(namespace):
 def validating_binding(team_slug, prefix=""):
     """The team's binding: the policy, in its namespace only, with its quota (the
     holdings on it) as the parameter."""
-    namespace = namespace_of(team_slug, prefix)
+    return _binding(
+        "ValidatingAdmissionPolicyBinding",
+        VALIDATING_NAME,
+        namespace_of(team_slug, prefix),
+        team_slug,
+        validationActions=["Deny"],
+    )
+
+
+def _binding(kind, policy_name, namespace, team_slug, **spec):
     return {
         "apiVersion": GROUP,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": f"{VALIDATING_NAME}.{namespace}", "labels": _team_labels(team_slug)},
+        "kind": kind,
+        "metadata": {"name": f"{policy_name}.{namespace}", "labels": _team_labels(team_slug)},
         "spec": {
-            "policyName": VALIDATING_NAME,
-            "validationActions": ["Deny"],
+            "policyName": policy_name,
+            **spec,
             "paramRef": {
                 "name": QUOTA_NAME,
                 "namespace": namespace,
@@ -329,39 +348,20 @@ def mutating_policy(flavors):
                 "jsonPatch": {"expression": ADD_LABELS.format(pin=f"pin{index}")},
             }
         )
-    return {
-        "apiVersion": GROUP,
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": MUTATING_NAME, "labels": dict(MANAGED)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "paramKind": {"apiVersion": "v1", "kind": "ResourceQuota"},
-            "matchConstraints": {
-                "resourceRules": [{**TEMPLATE_RULES[0], "operations": ["CREATE"]}]
-            },
-            "variables": variables,
-            "mutations": mutations,
-            "reinvocationPolicy": "Never",
-        },
-    }
+    return _policy(
+        "MutatingAdmissionPolicy",
+        MUTATING_NAME,
+        TEMPLATE_RULES[:1],  # pods: the pin is for what is scheduled
+        variables=variables,
+        mutations=mutations,
+        reinvocationPolicy="Never",
+    )
 
 
 def mutating_binding(team_slug, prefix=""):
-    namespace = namespace_of(team_slug, prefix)
-    return {
-        "apiVersion": GROUP,
-        "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": f"{MUTATING_NAME}.{namespace}", "labels": _team_labels(team_slug)},
-        "spec": {
-            "policyName": MUTATING_NAME,
-            "paramRef": {
-                "name": QUOTA_NAME,
-                "namespace": namespace,
-                "parameterNotFoundAction": "Allow",
-            },
-            "matchResources": _match_namespace(namespace),
-        },
-    }
+    return _binding(
+        "MutatingAdmissionPolicyBinding", MUTATING_NAME, namespace_of(team_slug, prefix), team_slug
+    )
 
 
 def team_policies(flavors, team_slug, prefix, *, request_url):

@@ -103,14 +103,10 @@ def prometheus_url():
             yield url
 
 
-@pytest.fixture
-def lost_month(settings, prometheus_url, catalog, vision, alice, admin_user):
-    """November metered from Prometheus, December by hand; the clock on 10 Dec."""
-    settings.PORTAL_PROMETHEUS_URL = prometheus_url
-    settings.PORTAL_BILLING_STEP = 60
-    settings.PORTAL_BATCH_SPOT_FACTOR = Decimal("0.5")
-    ImageRule.objects.create(prefix="nvcr.io/nvidia/")
-    with time_machine.travel(HOURS[0] - timedelta(hours=2), tick=False):
+def spot_sweep(catalog, team, alice, admin_user, *, at, window, expected_minutes, max_minutes):
+    """Vision's one-GPU L4 sweep that may run on spot, in a daily window of its own
+    (`window`: start and end times, UTC), submitted at `at`."""
+    with time_machine.travel(at, tick=False):
         batch_actions.save_window(
             None,
             by=admin_user,
@@ -118,15 +114,15 @@ def lost_month(settings, prometheus_url, catalog, vision, alice, admin_user):
             name="Spot sweeps",
             timezone="UTC",
             days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
-            start_time=time(1),
-            end_time=time(7),
+            start_time=window[0],
+            end_time=window[1],
             exceptions=[],
             price_factor="1",
             spot_allowed=True,
         )
-        job = batch_actions.submit(
+        return batch_actions.submit(
             by=alice,
-            team=vision,
+            team=team,
             flavor=catalog["l4"],
             name="sweep",
             image="nvcr.io/nvidia/pytorch:24.05-py3",
@@ -136,11 +132,30 @@ def lost_month(settings, prometheus_url, catalog, vision, alice, admin_user):
             gpus=1,
             parallelism=1,
             completions=1,
-            expected_runtime_minutes=240,
-            max_runtime_minutes=300,
+            expected_runtime_minutes=expected_minutes,
+            max_runtime_minutes=max_minutes,
             spot_allowed=True,
             priority=0,
         )
+
+
+@pytest.fixture
+def lost_month(settings, prometheus_url, catalog, vision, alice, admin_user):
+    """November metered from Prometheus, December by hand; the clock on 10 Dec."""
+    settings.PORTAL_PROMETHEUS_URL = prometheus_url
+    settings.PORTAL_BILLING_STEP = 60
+    settings.PORTAL_BATCH_SPOT_FACTOR = Decimal("0.5")
+    ImageRule.objects.create(prefix="nvcr.io/nvidia/")
+    job = spot_sweep(
+        catalog,
+        vision,
+        alice,
+        admin_user,
+        at=HOURS[0] - timedelta(hours=2),
+        window=(time(1), time(7)),
+        expected_minutes=240,
+        max_minutes=300,
+    )
     # What batch's watch records on the pod's DisruptionTarget condition
     # (test_live_reclaim.py goes through the watch itself).
     BatchJob.objects.filter(pk=job.pk).update(disrupted_pods=[RECLAIMED.uid])

@@ -9,14 +9,13 @@ from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
 import pytest
-import time_machine
 
-from batch import actions as batch_actions
 from batch.models import BatchJob, ImageRule
 from billing import actions, health
 from billing.models import IngestedHour, LostRun, TeamUsage, WorkloadUsage
 from tests.billing import history
 from tests.billing.history import Device, Node, Pod
+from tests.billing.lost_month import spot_sweep
 from tests.billing.promserver import load_openmetrics, require_prometheus, running_prometheus
 
 pytestmark = pytest.mark.prometheus
@@ -114,37 +113,16 @@ def credited(settings, prometheus_url, catalog, vision, alice, admin_user):
     settings.PORTAL_BILLING_STEP = 60
     settings.PORTAL_BATCH_SPOT_FACTOR = Decimal("0.5")
     ImageRule.objects.create(prefix="nvcr.io/nvidia/")
-    with time_machine.travel(H9 - timedelta(hours=1), tick=False):
-        batch_actions.save_window(
-            None,
-            by=admin_user,
-            capacity={catalog["l4"]: 2},
-            name="Spot sweeps",
-            timezone="UTC",
-            days=["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
-            start_time=time(20),
-            end_time=time(22),
-            exceptions=[],
-            price_factor="1",
-            spot_allowed=True,
-        )
-        job = batch_actions.submit(
-            by=alice,
-            team=vision,
-            flavor=catalog["l4"],
-            name="sweep",
-            image="nvcr.io/nvidia/pytorch:24.05-py3",
-            command=["python"],
-            args=[],
-            env=[],
-            gpus=1,
-            parallelism=1,
-            completions=1,
-            expected_runtime_minutes=60,
-            max_runtime_minutes=90,
-            spot_allowed=True,
-            priority=0,
-        )
+    job = spot_sweep(
+        catalog,
+        vision,
+        alice,
+        admin_user,
+        at=H9 - timedelta(hours=1),
+        window=(time(20), time(22)),
+        expected_minutes=60,
+        max_minutes=90,
+    )
     # What batch's watch writes when it sees the pod's DisruptionTarget
     # condition (batch.watch._details): here the history's pod is made up, so
     # its uid is written as the watch would; test_live_reclaim.py goes through

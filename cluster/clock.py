@@ -52,7 +52,7 @@ def _read(source):
         answer = kube.cluster().call("GET", "/_sim/clock")
         read = (
             time.monotonic(),
-            datetime.strptime(answer["now"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC),
+            datetime.fromtimestamp(float(answer["unix"]), UTC),
             float(answer["speed"]),
         )
     except (kube.ClusterError, KeyError, TypeError, ValueError) as exc:

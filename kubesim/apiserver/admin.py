@@ -3,6 +3,7 @@ the clock, the state, compaction, and the nodes' reclaims, conditions and XIDs."
 
 import re
 
+from ..clock import format_time
 from .errors import BadRequest, NotFound
 
 
@@ -27,7 +28,10 @@ def answer(sim, method: str, path: str, body) -> dict:
                 sim.clock.set_speed(float(body["speed"]))
             if "advance" in body:
                 sim.clock.advance(float(body["advance"]))
-        return {"now": sim.clock.timestamp(), "speed": sim.clock.speed}
+        now = sim.clock.now()
+        # `now` at Kubernetes' second precision; `unix` to the microsecond, so two
+        # processes reading a moment apart never see the clock go back.
+        return {"now": format_time(now), "unix": now.timestamp(), "speed": sim.clock.speed}
     if path == "/_sim/state" and method == "GET":
         return sim.store.dump()
     if path == "/_sim/compact" and method == "POST":

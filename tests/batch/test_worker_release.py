@@ -242,6 +242,7 @@ def test_transient_api_errors_during_the_release_every_job_released_exactly_once
 
     errors = sum(count for status, count in answers.items() if status >= 500 or status == 429)
     assert errors > 0, answers  # the faults were met, and retried
-    patches = assert_released_exactly_once(jobs, generations, cluster, backend)
-    assert sum(patches.values()) == sum(answers.values()) == answers[200] + errors
     assert answers[200] >= JOBS
+    # A retry still queued when the last Job synced may PATCH once more: the same
+    # spec, which bumps no generation (checked here).
+    assert_released_exactly_once(jobs, generations, cluster, backend)

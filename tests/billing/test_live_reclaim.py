@@ -78,5 +78,5 @@ def test_a_batch_pod_lost_to_a_spot_reclaim_is_credited(
             return BatchJob.objects.values_list("disrupted_pods", flat=True).get(pk=job.pk)
 
         assert wait_for(recorded, timeout=30) == [pod["metadata"]["uid"]]
-        credited = wait_for(lambda: (row := l4_row()) and row.lost_seconds and row, timeout=60)
-    assert credited.lost_seconds >= held.allocated_seconds
+        # Credited once the pod's last samples are scraped: at least what it held.
+        wait_for(lambda: l4_row().lost_seconds >= held.allocated_seconds, timeout=60)

@@ -44,6 +44,7 @@ def vision_t4(vision, alice, demo_flavors, backend, cluster, admin_user, monkeyp
     actions.sync_team(vision.pk)
     if backend.name == "kubernetes":
         in_force(cluster, demo_flavors["h100"], held=0)
+        pinned(cluster, demo_flavors["t4"])
     return t4
 
 
@@ -64,6 +65,24 @@ def in_force(cluster, flavor, *, held):
         return False
 
     wait_for(refused_as_wanted, timeout=30)
+
+
+def pinned(cluster, flavor):
+    """Wait until the mutating policy, which reaches the API server's admission
+    caches apart from the validating one, pins a pod naming no flavor to `flavor`
+    (to none: `flavor=None`; the validating policy then refuses the pod)."""
+    wanted = product(flavor) if flavor else None
+
+    def pins():
+        try:
+            created = cluster.call(
+                "POST", "/api/v1/namespaces/vision/pods", query={"dryRun": "All"}, body=pod("probe")
+            )
+        except kube.PermanentClusterError:
+            return wanted is None
+        return created["spec"].get("nodeSelector") == wanted
+
+    wait_for(pins, timeout=30)
 
 
 def pod(name, *, gpus=1, resource="nvidia.com/gpu", selector=None, affinity=None):
@@ -194,6 +213,7 @@ def test_a_pod_naming_no_flavor_is_pinned_to_the_one_the_team_holds(
     quota_actions.approve(h100, by=admin_user)
     actions.sync_team(vision_t4.team.pk)
     in_force(cluster, demo_flavors["h100"], held=1)
+    pinned(cluster, None)
     code, _, refusal = create(backend, pod("ambiguous"))
     assert code != 0
     assert "without choosing a GPU flavor" in refusal

@@ -6,9 +6,12 @@ class BillingConfig(AppConfig):
     name = "billing"
 
     def ready(self):
-        from billing import actions, pools, views
+        from billing import actions, health, pools, views
+        from cluster import capacity
         from teams import hooks
 
+        # What an XID took out of service is not capacity (cluster.inventory).
+        capacity.register_gpu_health(health.unusable_gpus)
         hooks.on_budget_left(actions.budget_left)
         # A spent hard budget caps the team's namespace at what runs; its page says why.
         hooks.on_quota_cap(actions.held_namespaces)

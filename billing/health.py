@@ -1,10 +1,13 @@
 """GPU health: XID errors of the last day, week or month, from dcgm-exporter via Prometheus."""
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
 from billing import prometheus
+
+logger = logging.getLogger(__name__)
 
 # What an XID means, and whether the GPU needs the node drained (the codes
 # NVIDIA's XID catalogue and operators treat as "the GPU is gone or unsafe").
@@ -121,3 +124,27 @@ def span_days(value):
 
 def _device_code(event):
     return event["node"], event["gpu"], event["instance"], event["code"]
+
+
+def unusable_gpus():
+    """{node: [{gpu, code, meaning}]} of the GPUs whose last XID (the exporter's
+    `DCGM_FI_DEV_XID_ERRORS` now) is one that takes the GPU out of service (`drain`
+    above): the inventory counts them out of what can run. None when Prometheus
+    cannot tell (not configured, unreachable). One instant query."""
+    hostname = settings.PORTAL_BILLING_LABEL_HOSTNAME
+    try:
+        series = prometheus.query(f"{XID_SERIES} > 0")
+    except prometheus.PrometheusError as exc:
+        logger.warning("GPU health unknown, XIDs not counted out of capacity: %s", exc)
+        return None
+    unusable = {}
+    for item in series:
+        code = int(item.points[0][1]) if item.points else 0
+        text, drain = meaning(code)
+        node, gpu = item.labels.get(hostname, ""), item.labels.get("gpu", "")
+        if not (drain and node):
+            continue
+        xid = {"gpu": gpu, "code": code, "meaning": text}
+        if xid not in unusable.setdefault(node, []):  # one per GPU, not per MIG instance
+            unusable[node].append(xid)
+    return unusable

@@ -28,15 +28,18 @@ def record_inventory(cluster=None, now=None):
     those the claims' allocation results name) and the pods' DRA quota refusals
     (FailedResourceClaimCreation events). A flavor's devices are the
     allocatable of its resource name on schedulable, Ready nodes that serve it
-    (cluster.inventory.node_serves_flavor); allocated is what pods bound to
-    those nodes ask for. Each team namespace's GPU quota and what its pods use
+    (cluster.inventory.node_serves_flavor), less the GPUs an XID made unusable
+    (the registered GPU health: billing's, one Prometheus query); allocated is
+    what pods bound to those nodes ask for. Each team namespace's GPU quota and what its pods use
     of it (`status.used`) become `NamespaceQuota` rows, read by the pages.
     """
     cluster = cluster or kube.cluster()
     now = now or timezone.now()
     flavors = list(Flavor.objects.all())
     dra = read_dra(cluster) if any(flavor.is_dra for flavor in flavors) else None
-    inventory = take_inventory(cluster.list("Node"), cluster.list("Pod"), flavors, dra)
+    inventory = take_inventory(
+        cluster.list("Node"), cluster.list("Pod"), flavors, dra, catalog_capacity.unusable_gpus()
+    )
     team_of = {namespace_of(slug): pk for pk, slug in Team.objects.values_list("pk", "slug")}
     refusals = cluster.list("Event", field_selector="reason=FailedCreate")
     if dra is not None:
@@ -70,6 +73,7 @@ def record_inventory(cluster=None, now=None):
                 defaults={
                     "devices": figures.devices,
                     "allocated": figures.allocated,
+                    "free": figures.free,
                     "nodes": figures.nodes,
                     "problem": figures.problem,
                     "observed_at": now,

@@ -12,6 +12,12 @@ with its own). They tell this module through two registries, filled in their
     capacity.on_capacity_changed(record)
     # record(flavor, old, gpus, *, by, reason): called inside the change's transaction
 
+A third registry tells the inventory which GPUs an XID made unusable (billing
+reads GPU health from dcgm-exporter through Prometheus):
+
+    capacity.register_gpu_health(unusable_gpus)
+    # unusable_gpus() -> {node: [{gpu, code, meaning}]}, or None when unknown
+
 A capacity override (cluster.actions) and the catalog's admin both change
 capacity through `change_capacity`; every reader asks `capacity_of`.
 """
@@ -25,6 +31,7 @@ from teams.errors import ActionError, IllegalTransition, NotAllowed
 
 _reserved = []  # one count: gpu_requests', which adds batch windows' to the quota's
 _changed = []
+_health = []
 
 
 def register_reserved(source):
@@ -34,6 +41,19 @@ def register_reserved(source):
     return source
 
 
+def register_gpu_health(source):
+    """The source of unusable GPUs; a second registration replaces the first."""
+    _health[:] = [source]
+    return source
+
+
+def unusable_gpus():
+    """{node: [{gpu, code, meaning}]} of GPUs an XID made unusable, as the registered
+    source says; None when there is none or it cannot tell (then the allocatable
+    the device plugin reports is all the inventory goes by)."""
+    return _health[0]() if _health else None
+
+
 def on_capacity_changed(callback):
     if callback not in _changed:
         _changed.append(callback)
@@ -41,8 +61,10 @@ def on_capacity_changed(callback):
 
 
 def capacity_of(flavor):
-    """Devices of `flavor` on the cluster: what approvals and batch windows may
-    reserve (the inventory's count, or an admin's override or catalog entry)."""
+    """Devices of `flavor` that can run now: what approvals and batch windows may
+    reserve. The inventory's count (cluster.actions.record_inventory: healthy
+    GPUs on Ready, uncordoned nodes, `inventory.healthy_gpus`), or an admin's
+    override or catalog entry. No query."""
     return flavor.capacity
 
 

@@ -26,6 +26,7 @@ POOL_LABELS = (
 )
 # Set by NVIDIA GPU feature discovery.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 # Spot (preemptible) capacity, by the tool that made the node.
 SPOT_LABELS = {
     "karpenter.sh/capacity-type": "spot",
@@ -59,6 +60,44 @@ def allocatable_gpus(node):
     """{resource name: devices} the node offers, GPU resources only."""
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     return {name: count(value) for name, value in allocatable.items() if is_gpu_resource(name)}
+
+
+def unusable_devices(node, resource, gpus):
+    """Devices of `resource` on `node` lost to `gpus` GPUs unusable by an XID: one
+    per GPU for a whole GPU, a MIG or time-sliced resource's share of each GPU
+    (its count over `nvidia.com/gpu.count`) for the others."""
+    if not gpus:
+        return 0
+    total = count(((node.get("status") or {}).get("capacity") or {}).get(resource, 0))
+    total = max(total, allocatable_gpus(node).get(resource, 0))
+    # Without GPU feature discovery's count, a device per GPU.
+    physical = count(labels_of(node).get(GPU_COUNT_LABEL, 0))
+    per_gpu = max(total // physical, 1) if physical else 1
+    return min(per_gpu * gpus, total)
+
+
+def healthy_gpus(node, unusable_gpus=0):
+    """{resource: devices} of the node's allocatable less the devices of the
+    `unusable_gpus` GPUs an XID made unusable (GPU health). The device plugin may
+    already have taken an unhealthy GPU out of the allocatable: counted once, from
+    the node's capacity, whichever saw it first."""
+    capacity = (node.get("status") or {}).get("capacity") or {}
+    healthy = {}
+    for resource, offered in allocatable_gpus(node).items():
+        present = max(count(capacity.get(resource, offered)), offered)
+        lost = unusable_devices(node, resource, unusable_gpus)
+        healthy[resource] = max(min(offered, present - lost), 0)
+    return healthy
+
+
+def unusable_count(xids):
+    """GPUs among [{gpu, code, meaning}] (a GPU may report several XIDs)."""
+    return len({xid["gpu"] for xid in xids})
+
+
+def is_open(node):
+    """Pods can be placed on it: Ready and not cordoned (`spec.unschedulable`)."""
+    return is_ready(node) and not (node.get("spec") or {}).get("unschedulable")
 
 
 def node_serves_flavor(node, flavor, dra=None):
@@ -538,25 +577,34 @@ class GpuNodeFigures:
     ready: bool = True
     # The node's labels, so what runs where (spot, zones) can be asked of the rows.
     labels: dict = field(default_factory=dict)
+    # {resource: devices pods can be given now}: empty on a cordoned or NotReady
+    # node, less the GPUs an XID made unusable (`healthy_gpus`).
+    usable: dict = field(default_factory=dict)
+    # [{gpu, code, meaning}]: the XIDs that made its GPUs unusable (GPU health).
+    xids: list = field(default_factory=list)
 
 
 @dataclass
 class FlavorFigures:
-    devices: int | None = 0  # offered by schedulable, Ready nodes that serve the flavor
+    devices: int | None = 0  # what can run: on schedulable, Ready nodes, healthy GPUs
     allocated: int | None = 0  # held by pods (DRA: by claims) on every node that serves it
+    free: int | None = 0  # of `devices`, those no pod holds
     nodes: dict = field(default_factory=dict)  # node -> devices of the flavor there
     problem: str = ""  # why the devices could not be counted (devices is then None or 0)
 
 
-def gpu_node_figures(node, held, dra=None):
+def gpu_node_figures(node, held, dra=None, xids=()):
     """The node's figures, or None if it offers no GPU (extended resources, or the
-    devices of a DeviceClass in its ResourceSlices, keyed by the class's quota key)."""
+    devices of a DeviceClass in its ResourceSlices, keyed by the class's quota key).
+    `xids`: [{gpu, code, meaning}] of its GPUs an XID made unusable."""
     name = node["metadata"]["name"]
     allocatable = allocatable_gpus(node)
     allocated = {k: v for k, v in held.get(name, {}).items() if k in allocatable}
+    healthy = healthy_gpus(node, unusable_count(xids))
     if dra is not None:
         allocatable |= dra.class_devices(name)
         allocated |= dra.class_allocated(name)
+        healthy |= dra.class_devices(name)
     if not any(allocatable.values()):
         return None
     labels = labels_of(node)
@@ -571,6 +619,8 @@ def gpu_node_figures(node, held, dra=None):
         cordoned=bool(spec.get("unschedulable")),
         ready=is_ready(node),
         labels=dict(labels),
+        usable=healthy if is_open(node) else {},
+        xids=list(xids),
     )
 
 
@@ -580,10 +630,15 @@ class Inventory:
     flavors: dict  # {flavor slug: FlavorFigures}, every flavor given
 
 
-def take_inventory(nodes, pods, flavors, dra=None):
+def take_inventory(nodes, pods, flavors, dra=None, xids=None):
     """GPU nodes and per-flavor figures from Node and Pod dicts, and for DRA flavors
     from `dra` (a `Dra`; None: the cluster has no DRA, and DRA flavors count 0
-    with `DRA_UNAVAILABLE` as their problem).
+    with `DRA_UNAVAILABLE` as their problem). `xids`: {node: [{gpu, code,
+    meaning}]} of the GPUs an XID made unusable (None: GPU health unknown).
+
+    A flavor's `devices` are what can run now (the capacity approvals and the
+    batch planner count): devices on Ready, uncordoned nodes, less GPUs an XID
+    made unusable; `free` is what of them no pod holds.
 
     `flavors`: anything with `slug`, `resource_name`, `node_selector` and
     `device_class` (and `selector_terms` for DRA ones).
@@ -599,13 +654,14 @@ def take_inventory(nodes, pods, flavors, dra=None):
         problem = DRA_UNAVAILABLE if dra is None else dra.problem(flavor)
         per_flavor[flavor.slug].problem = problem
         if problem and dra is not None and flavor.device_class in dra.classes:
-            per_flavor[flavor.slug].devices = per_flavor[flavor.slug].allocated = None
+            unknown = per_flavor[flavor.slug]
+            unknown.devices = unknown.allocated = unknown.free = None
     for node in nodes:
-        figures = gpu_node_figures(node, held, dra)
+        figures = gpu_node_figures(node, held, dra, (xids or {}).get(node["metadata"]["name"], ()))
         if figures is None:
             continue
         gpu_nodes.append(figures)
-        offers = figures.ready and not figures.cordoned
+        offers = bool(figures.usable)
         for flavor in node_flavors(node, flavors, dra):
             totals = per_flavor[flavor.slug]
             if flavor.slug in dra_flavors:
@@ -613,20 +669,26 @@ def take_inventory(nodes, pods, flavors, dra=None):
                 mine = [d for d in served if d.key in counted[flavor.slug]]
                 if mine:
                     totals.nodes[figures.name] = len(mine)
+                held_mine = sum(1 for d in mine if d.key in dra.allocated)
                 totals.allocated += sum(1 for d in served if d.key in dra.allocated)
                 if offers:
                     totals.devices += len(mine)
+                    totals.free += len(mine) - held_mine
                 continue
             here = figures.allocatable.get(flavor.resource_name, 0)
+            lost = here - healthy_gpus(node, unusable_count(figures.xids)).get(
+                flavor.resource_name, 0
+            )
             held_here = figures.allocated.get(flavor.resource_name, 0)
             if dra is not None:  # devices of a class mapping the resource name
                 mapped = dra.mapped_devices(flavor.resource_name, figures.name)
                 here += len(mapped)
                 held_here += sum(1 for d in mapped if d.key in dra.allocated)
-            totals.nodes[figures.name] = here
+            totals.nodes[figures.name] = here - lost
             totals.allocated += held_here
             if offers:
-                totals.devices += here
+                totals.devices += here - lost
+                totals.free += max(here - lost - held_here, 0)
     if dra is not None:
         _count_unbound(nodes, flavors, dra, counted, per_flavor)
     return Inventory(nodes=gpu_nodes, flavors=per_flavor)
@@ -635,9 +697,7 @@ def take_inventory(nodes, pods, flavors, dra=None):
 def _count_unbound(nodes, flavors, dra, counted, per_flavor):
     """Devices not bound to one node (`allNodes`, `nodeSelector`): counted once, under
     ALL_NODES or NODE_SELECTOR, and offered when a Ready, schedulable node can reach them."""
-    open_nodes = [
-        n for n in nodes if is_ready(n) and not (n.get("spec") or {}).get("unschedulable")
-    ]
+    open_nodes = [n for n in nodes if is_open(n)]
     for flavor in flavors:
         if not getattr(flavor, "device_class", "") or dra.problem(flavor):
             continue
@@ -653,6 +713,7 @@ def _count_unbound(nodes, flavors, dra, counted, per_flavor):
                 or any(node_selected(n, device.selector) for n in open_nodes)
             ):
                 totals.devices += 1
+                totals.free += device.key not in dra.allocated
 
 
 # --- team namespaces' quota, as the cluster keeps it ---

@@ -178,6 +178,9 @@ class FlavorCapacity(models.Model):
     )
     devices = models.PositiveIntegerField(null=True, blank=True)
     allocated = models.PositiveIntegerField(null=True, blank=True)
+    # Of `devices` (what can run now), those no pod holds: pods on a cordoned or
+    # NotReady node count in `allocated` and free nothing here.
+    free = models.PositiveIntegerField(null=True, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
     override = models.PositiveIntegerField(
         null=True, blank=True, help_text="Capacity to use instead of the inventory."
@@ -195,12 +198,6 @@ class FlavorCapacity(models.Model):
         return f"{self.flavor}: {self.devices} devices"
 
     @property
-    def free(self):
-        if self.devices is None:
-            return None
-        return max(self.devices - (self.allocated or 0), 0)
-
-    @property
     def age(self):
         return None if self.observed_at is None else timezone.now() - self.observed_at
 
@@ -216,6 +213,11 @@ class GpuNode(models.Model):
     taints = models.JSONField(default=list)
     cordoned = models.BooleanField(default=False)
     ready = models.BooleanField(default=True)
+    # resource name -> devices pods can be given now (none on a cordoned or NotReady
+    # node; less the GPUs an XID made unusable): cluster.inventory.healthy_gpus.
+    usable = models.JSONField(default=dict)
+    # [{gpu, code, meaning}]: XIDs that made its GPUs unusable, from GPU health.
+    xids = models.JSONField(default=list, blank=True)
     # The node's labels as the inventory saw them: spot or not, zone, pool.
     labels = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField()
@@ -227,12 +229,17 @@ class GpuNode(models.Model):
         return self.name
 
     def resources(self):
-        """[(resource, allocatable, allocated, free)] for the nodes table."""
+        """[(resource, allocatable, allocated, free)] for the nodes table: free is of
+        what can run (`usable`), none on a cordoned or NotReady node."""
         rows = []
         for resource, total in sorted(self.allocatable.items()):
             used = self.allocated.get(resource, 0)
-            rows.append((resource, total, used, max(total - used, 0)))
+            rows.append((resource, total, used, max(self.usable.get(resource, 0) - used, 0)))
         return rows
+
+    @property
+    def unusable_gpus(self):
+        return sorted({xid["gpu"] for xid in self.xids}, key=str)
 
     @property
     def taint_labels(self):

@@ -16,7 +16,15 @@ from rest_framework.views import APIView
 from billing.reports import Month
 from cluster.models import Flavor
 from idle import actions, showback
-from idle.models import MAX_MINUTES, Exemption, IdleAction, IdlePolicy, IdleState, Mode
+from idle.models import (
+    MAX_MINUTES,
+    Exemption,
+    IdleAction,
+    IdlePolicy,
+    IdleState,
+    Mode,
+    visible_policies,
+)
 from teams import access, inputs
 from teams.api import Pagination
 from teams.inputs import MAX_TEXT_LENGTH
@@ -67,18 +75,11 @@ class PolicySerializer(serializers.ModelSerializer):
         }
 
 
-def _visible_policies(user):
-    policies = IdlePolicy.objects.select_related("flavor", "team")
-    if access.can_review(user):
-        return policies
-    return policies.filter(team=None) | policies.filter(team__in=access.teams_for(user))
-
-
 class IdlePoliciesView(APIView):
     @extend_schema(responses=PolicySerializer(many=True))
     def get(self, request):
         """The flavors' idle policies and your teams' (every team's for admins)."""
-        return Response(PolicySerializer(_visible_policies(request.user), many=True).data)
+        return Response(PolicySerializer(visible_policies(request.user), many=True).data)
 
     @extend_schema(
         request=PolicySerializer,
@@ -112,7 +113,7 @@ class IdlePoliciesView(APIView):
 
 class IdlePolicyView(APIView):
     def _get(self, request, pk):
-        policy = _visible_policies(request.user).filter(pk=pk).first()
+        policy = visible_policies(request.user).filter(pk=pk).first()
         if policy is None:
             raise Http404("No such idle policy among yours.")
         return policy

@@ -12,3 +12,4 @@ class IdleConfig(AppConfig):
 
         hooks.on_workload_panel(views.workload_panel)
         hooks.on_spend_panel(showback.spend_panel)
+        hooks.on_team_panel(views.team_panel)

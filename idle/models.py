@@ -6,6 +6,7 @@ tightens its flavor's: `effective` takes the stricter value of each field, and
 `actions.set_policy` refuses a team value looser than the flavor's.
 """
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -14,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 
 from cluster.models import Flavor
+from teams import access
 from teams.inputs import MAX_TEXT_LENGTH, validate_visible
 from teams.models import Team, register_audit_actions
 
@@ -115,6 +117,40 @@ def effective(base, team_policy):
         mode=Mode.ACT if any(p.mode == Mode.ACT for p in policies) else Mode.REPORT,
         enabled=True,
     )
+
+
+def visible_policies(user):
+    """The policies `user` reads: the flavors' and their teams' (every one for admins)."""
+    policies = IdlePolicy.objects.select_related("flavor", "team")
+    if access.can_review(user):
+        return policies
+    return policies.filter(team=None) | policies.filter(team__in=access.teams_for(user))
+
+
+@dataclass
+class Applying:
+    """The policies of one flavor that apply to a team, and what is in force of them."""
+
+    flavor: Flavor
+    flavor_policy: "IdlePolicy | None"
+    team_policy: "IdlePolicy | None"
+
+    @property
+    def in_force(self):
+        return effective(self.flavor_policy, self.team_policy)
+
+
+def applying_to(team):
+    """[Applying] for each flavor with a policy for every team or for `team`, by
+    flavor name. One query."""
+    found = {}
+    for policy in IdlePolicy.objects.filter(Q(team=None) | Q(team=team)).select_related("flavor"):
+        row = found.setdefault(policy.flavor_id, Applying(policy.flavor, None, None))
+        if policy.team_id is None:
+            row.flavor_policy = policy
+        else:
+            row.team_policy = policy
+    return sorted(found.values(), key=lambda row: row.flavor.name)
 
 
 # The longest exemption, in the web form and the API alike (the admin only reads

@@ -1,4 +1,6 @@
-"""The idle notice on a workload's report card, and its "Bring it back" button."""
+"""The idle notice on a workload's report card, and its "Bring it back" button; the
+idle policies page (admins set any, a team's managers their team's, stricter
+only) and the team page's panel of the policies that apply to the team."""
 
 from datetime import timedelta
 
@@ -6,12 +8,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
-from django.shortcuts import redirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from cluster import clock
 from idle import actions, workloads
-from idle.models import MAX_EXEMPTION, IdleState, Mode
+from idle.forms import PolicyForm, manageable_teams
+from idle.models import MAX_EXEMPTION, IdleState, Mode, applying_to, visible_policies
 from teams import access, errors, inputs
 
 
@@ -96,3 +100,77 @@ def exempt(request, pk):
         return redirect(*card)
     messages.success(request, f"{state.kind} {state.name} is exempt for {hours} hour(s).")
     return redirect(*card)
+
+
+def team_panel(team):
+    """hooks.on_team_panel: the idle policies that apply to the team, per flavor, and
+    what is in force of them. One query."""
+    return "idle/_team_policies.html", {"team": team, "applying": applying_to(team)}
+
+
+@login_required
+def policies(request):
+    """Every idle policy the viewer reads; with `?team=`, those that apply to that
+    team and what is in force. POST sets one (the form), a bad value or one looser
+    than the flavor's is a form error (400)."""
+    team = None
+    if slug := request.GET.get("team"):
+        team = get_object_or_404(access.teams_for(request.user), slug=slug)
+    form = PolicyForm(request.user, request.POST or None, team=team)
+    status = 200
+    if request.method == "POST":
+        if not form.fields["team"].choices:
+            raise PermissionDenied("Only platform admins and team managers set idle policies.")
+        if form.is_valid() and _set_policy(request, form):
+            chosen = form.cleaned_data["team"]
+            url = reverse("idle_policies")
+            return redirect(f"{url}?team={chosen.slug}" if chosen else url)
+        status = 400
+    context = {
+        "team": team,
+        "policies": visible_policies(request.user)
+        .select_related("updated_by")
+        .order_by("flavor__name", "team__name"),
+        "applying": applying_to(team) if team is not None else None,
+        "form": form if form.fields["team"].choices else None,
+        "managed": {t.pk for t in manageable_teams(request.user)},
+        "admin": access.can_review(request.user),
+    }
+    return render(request, "idle/policies.html", context, status=status)
+
+
+def _set_policy(request, form):
+    """Set the form's policy; False with the form's errors when it is refused."""
+    data = form.cleaned_data
+    try:
+        policy = actions.set_policy(
+            data["flavor"],
+            data["team"],
+            by=request.user,
+            **{field: data[field] for field in actions.FIELDS},
+        )
+    except errors.NotAllowed as exc:
+        form.add_error("team", str(exc))
+        return False
+    except ValidationError as exc:
+        for field, problems in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, problems)
+        return False
+    messages.success(request, f"Idle policy set: {policy}.")
+    return True
+
+
+@login_required
+@require_POST
+def remove_policy(request, pk):
+    policy = get_object_or_404(visible_policies(request.user), pk=pk)
+    try:
+        actions.remove_policy(policy, by=request.user)
+    except errors.NotAllowed as exc:
+        raise PermissionDenied(str(exc)) from None
+    except errors.IllegalTransition as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Idle policy removed: {policy}.")
+    url = reverse("idle_policies")
+    return redirect(f"{url}?team={policy.team.slug}" if policy.team_id else url)

@@ -93,8 +93,11 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
     ]
     inventory = take_inventory(nodes, pods, [h100, a100, mig_1g])
     assert inventory.flavors == {
-        # the cordoned node offers none, but its devices are still the flavor's
-        "h100": FlavorFigures(devices=8, allocated=6, nodes={"gpu-h100-0": 8, "gpu-h100-1": 8}),
+        # the cordoned node offers none, but its devices are still the flavor's; its
+        # pods' 2 GPUs are allocated, and free nothing of what can run
+        "h100": FlavorFigures(
+            devices=8, allocated=6, free=4, nodes={"gpu-h100-0": 8, "gpu-h100-1": 8}
+        ),
         "a100": FlavorFigures(devices=0, allocated=1, nodes={"gpu-a100-0": 8}),  # not Ready
         "a100-1g": FlavorFigures(devices=0, allocated=0),
     }
@@ -106,6 +109,7 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
             allocatable={"nvidia.com/gpu": 8},
             allocated={"nvidia.com/gpu": 4},
             labels={**H100, "kubesim.io/pool": "h100"},
+            usable={"nvidia.com/gpu": 8},
         ),
         GpuNodeFigures(
             name="gpu-h100-1",
@@ -126,6 +130,35 @@ def test_the_inventory_counts_schedulable_devices_and_every_allocation():
             labels=A100,
         ),
     ]
+
+
+XID_79 = {"gpu": "2", "code": 79, "meaning": "GPU has fallen off the bus"}
+
+
+def test_a_gpu_an_xid_took_out_of_service_is_not_capacity():
+    """Counted once whether or not the device plugin has already taken it out of
+    the allocatable (the node's capacity still lists it)."""
+    seen_by_dcgm_only = node("gpu-h100-0", H100, {"nvidia.com/gpu": "8"})
+    seen_by_both = node("gpu-h100-1", H100, {"nvidia.com/gpu": "7"})
+    seen_by_both["status"]["capacity"] = {"nvidia.com/gpu": "8"}
+    pods = [pod("gpu-h100-0", limits={"nvidia.com/gpu": "3"})]
+    xids = {"gpu-h100-0": [XID_79], "gpu-h100-1": [XID_79]}
+    inventory = take_inventory([seen_by_dcgm_only, seen_by_both], pods, [h100], xids=xids)
+    assert inventory.flavors["h100"] == FlavorFigures(
+        devices=14, allocated=3, free=11, nodes={"gpu-h100-0": 7, "gpu-h100-1": 7}
+    )
+    assert [(n.usable, n.xids) for n in inventory.nodes] == [
+        ({"nvidia.com/gpu": 7}, [XID_79]),
+        ({"nvidia.com/gpu": 7}, [XID_79]),
+    ]
+
+
+def test_an_xid_takes_a_mig_gpus_share_of_its_slices():
+    """Two GPUs each cut into two 3g.40gb slices: one GPU out of service takes two."""
+    mig = node("gpu-a100-0", {**A100, "nvidia.com/gpu.count": "2"}, {"nvidia.com/mig-3g.40gb": "4"})
+    mig_3g = flavor("a100-3g", "nvidia.com/mig-3g.40gb", **A100)
+    inventory = take_inventory([mig], [], [mig_3g], xids={"gpu-a100-0": [XID_79]})
+    assert inventory.flavors["a100-3g"].devices == 2
 
 
 def test_quantities_that_are_not_whole_devices_count_as_none():

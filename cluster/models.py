@@ -238,10 +238,6 @@ class GpuNode(models.Model):
         return rows
 
     @property
-    def unusable_gpus(self):
-        return sorted({xid["gpu"] for xid in self.xids}, key=str)
-
-    @property
     def taint_labels(self):
         return [
             f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"

@@ -136,8 +136,9 @@ def test_a_member_reads_and_cannot_set(client, flavor_policy, alice):
     assert post(client, alice, form(idle_minutes=10, grace_minutes=5)).status_code == 403
 
 
-def test_another_teams_page_is_a_404(client, alice, nlp):
+def test_another_teams_page_is_a_404(client, alice, vision, nlp):
     client.force_login(alice)
+    assert "What applies to Vision" in client.get(URL + "?team=vision").content.decode()
     assert client.get(URL + "?team=nlp").status_code == 404
 
 

@@ -116,7 +116,8 @@ def policies(request):
     team = None
     if slug := request.GET.get("team"):
         team = get_object_or_404(access.teams_for(request.user), slug=slug)
-    form = PolicyForm(request.user, request.POST or None, team=team)
+    bound = request.POST if request.method == "POST" else None
+    form = PolicyForm(request.user, bound, team=team)
     status = 200
     if request.method == "POST":
         if not form.fields["team"].choices:

@@ -100,8 +100,10 @@ COLUMNS = (
     *_columns("Mandatory", "Decimal", "EffectiveCost"),
     *_columns("Mandatory", "String", "HostProviderName", "InvoiceIssuerName"),
     *_columns("Mandatory", "Decimal", "ListCost"),
-    # Null exactly when SkuPriceId is (listunitprice.md): a credit has no SKU price.
-    *_columns("Mandatory", "Decimal", "ListUnitPrice", "PricingQuantity", nullable=True),
+    # Null exactly when SkuPriceId is (listunitprice.md, pricingquantity.md): a credit
+    # has no SKU price. ListUnitPrice is there as the provider publishes list prices.
+    *_columns("Conditional", "Decimal", "ListUnitPrice", nullable=True),
+    *_columns("Mandatory", "Decimal", "PricingQuantity", nullable=True),
     *_columns("Mandatory", "String", "PricingUnit", nullable=True),
     *_columns("Mandatory", "String", "ProviderName", "PublisherName"),
     *_columns("Conditional", "String", "RegionId", "RegionName", "ResourceId", "ResourceName"),

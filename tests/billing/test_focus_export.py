@@ -19,6 +19,7 @@ import pytest
 from billing import focus, queries
 from billing.models import TeamUsage
 from billing.reports import Month
+from teams.models import Team
 from tests.api.conftest import client_for
 from tests.billing.ledger import meter, workload
 from tests.billing.lost_month import DEC9, lost_month, prometheus_url  # noqa: F401 (fixtures)
@@ -307,3 +308,12 @@ def test_numbers_parse_as_decimals():
         assert invalid(decimal, bad), bad
     for good in ("-5.500000", "0.000000", "12"):
         assert invalid(decimal, good) is None
+
+
+def test_two_queries_whatever_the_rows(two_teams, django_assert_num_queries):
+    """The ledger's rows and the pools' capacity: no query per row, team or flavor."""
+    teams = Team.objects.all()
+    month = Month.parse("2026-11")
+    with django_assert_num_queries(2):
+        rows = list(focus.charges(teams, month.start, month.end, "hour"))
+    assert {row["SubAccountId"] for row in rows} == {"vision"}

@@ -281,6 +281,8 @@ def test_who_may_not_have_it(request, vision, nlp, persona, query, status):
         ({"from": "2026-11-02T00:00Z", "to": "2026-11-01T00:00Z"}, "to"),
         ({"from": "yesterday", "to": "2026-11-01T00:00Z"}, "from"),
         ({"month": "2026-11", "from": "2026-11-01T00:00Z"}, "month"),
+        ({"month": "2026-11", "team": "x" * 10_000}, "team"),
+        ({"from": "2026-11-01T00:00+99:00", "to": "2026-11-02T00:00Z"}, "from"),
     ],
 )
 def test_a_bad_parameter_is_a_400_naming_it(admin_user, query, field):

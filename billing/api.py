@@ -5,6 +5,7 @@ billing.actions.
 """
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -12,11 +13,12 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import actions, exports, queries, reports
+from billing import actions, exports, focus, queries, reports
 from billing.models import BUDGET_VALIDATORS, Budget, Rate, TeamUsage, WorkloadUsage
 from cluster.models import Flavor
 from teams import access
 from teams.api import ReviewersWrite, refuse_unknown_parameters
+from teams.models import Membership, Team
 from teams.serializers import ErrorSerializer
 
 GROUPS = ("team", "flavor", "day", "workload")
@@ -143,6 +145,90 @@ def _usage_row(row, currency):
             out[key] = value
     out["currency"] = currency
     return out
+
+
+class FocusQuery(UsageQuery):
+    """A period (a month, or `from` and `to` on the hour), a team, and the rows' span."""
+
+    granularity = serializers.ChoiceField(list(focus.GRANULARITIES), default="day")
+    PARAMETERS = ("team", "from", "to", "month", "granularity")
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        if not (attrs.get("start") and attrs.get("to")):
+            raise serializers.ValidationError(
+                {"month": "Give a month (YYYY-MM), or from and to: a FOCUS file covers a period."}
+            )
+        for name, key in (("from", "start"), ("to", "to")):
+            if attrs[key].minute or attrs[key].second or attrs[key].microsecond:
+                raise serializers.ValidationError(
+                    {name: "Must be on the hour: the ledger is hourly."}
+                )
+        return attrs
+
+
+class FocusExportView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "month",
+                str,
+                pattern=r"^\d{4}-\d{2}$",
+                description="a calendar month in UTC, `YYYY-MM` (or `from` and `to`)",
+            ),
+            OpenApiParameter("from", OpenApiTypes.DATETIME, description="inclusive, on the hour"),
+            OpenApiParameter(
+                "to", OpenApiTypes.DATETIME, description="exclusive, on the hour; after `from`"
+            ),
+            OpenApiParameter("team", str, description="team slug (a manager's own team)"),
+            OpenApiParameter(
+                "granularity",
+                str,
+                enum=list(focus.GRANULARITIES),
+                description="rows per day or hour",
+            ),
+        ],
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            404: NOT_YOURS,
+        },
+    )
+    def get(self, request):
+        """The ledger of a period as a FOCUS 1.3 cost-and-usage dataset (CSV): a row per
+        team, flavor, day (or hour), price and figure (in use, idle, reserved, credit).
+        Platform admins get every team (or `team`), a team's managers their own team.
+        A query parameter not listed here is a 400 naming it (docs/billing.md, FOCUS)."""
+        query = FocusQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        teams = _focus_teams(request.user, params.get("team"))
+        rows = focus.charges(teams, params["start"], params["to"], params["granularity"])
+        span = (
+            params["month"].label
+            if params.get("month")
+            else f"{params['start']:%Y%m%dT%H}-{params['to']:%Y%m%dT%H}"
+        )
+        name = f"focus-{params.get('team') or 'all-teams'}-{span}.csv"
+        return exports.csv_stream(name, focus.HEADER, rows)
+
+
+def _focus_teams(user, slug):
+    """Every team (or the one named) for an admin; a manager's own teams; else 403."""
+    if access.can_review(user):
+        teams = Team.objects.all()
+        if slug and not teams.filter(slug=slug).exists():
+            raise Http404("No such team.")
+        return teams.filter(slug=slug) if slug else teams
+    managed = Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.MANAGER)
+    if slug:
+        managed = managed.filter(slug=slug)
+    if not managed.exists():
+        raise PermissionDenied(
+            "Only the team's managers and platform admins export its FOCUS data."
+        )
+    return managed
 
 
 class RateSerializer(serializers.ModelSerializer):

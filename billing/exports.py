@@ -10,9 +10,10 @@ formats itself (a credit can be negative) are left as numbers.
 """
 
 import csv
+import itertools
 from datetime import date, datetime
 
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -55,4 +56,24 @@ def csv_response(filename, header, rows):
     writer.writerow([text_cell(name) for name in header])
     for row in rows:
         writer.writerow([cell(key, value) for key, value in zip(header, row, strict=True)])
+    return response
+
+
+class _Lines:
+    """What csv.writer writes to: each row back as its line, to stream."""
+
+    def write(self, line):
+        return line
+
+
+def csv_stream(filename, header, rows):
+    """`csv_response` for a file too long to hold in memory: `rows` (an iterator of
+    dicts keyed by `header`) are written as the client reads them."""
+    writer = csv.writer(_Lines())
+    lines = (writer.writerow([cell(key, row.get(key)) for key in header]) for row in rows)
+    response = StreamingHttpResponse(
+        itertools.chain([writer.writerow([text_cell(name) for name in header])], lines),
+        content_type="text/csv; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

@@ -352,6 +352,10 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "GPU portal <gpu-portal@localhost>")
 PORTAL_BASE_URL = env_str("PORTAL_BASE_URL", "http://127.0.0.1:8000")
 PORTAL_CURRENCY = env_str("PORTAL_CURRENCY", "USD")
+# Who runs the platform, as the FOCUS export names the provider and invoice issuer.
+PORTAL_FOCUS_PROVIDER_NAME = env_str("PORTAL_FOCUS_PROVIDER_NAME", "GPU portal").strip()
+if not PORTAL_FOCUS_PROVIDER_NAME:
+    raise ImproperlyConfigured("PORTAL_FOCUS_PROVIDER_NAME must not be empty")
 
 # Celery: Redis in production and CI; with nothing set, kombu's SQLAlchemy
 # transport on an SQLite file, so the demo's worker and beat need no server.

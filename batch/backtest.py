@@ -137,6 +137,7 @@ def replay(jobs, since, until, *, confidence=eta.CONFIDENCE):
     longest = max((s.closes_at - s.opens_at for s in slots), default=timedelta(0))
     weights = {t: float(w) for t, w in TeamShare.objects.values_list("team_id", "weight")}
 
+    as_planned = {job.pk: job.as_planned() for job in jobs}  # made once, not once a run
     by_release = sorted((j for j in jobs if j.released_at), key=lambda j: j.released_at)
     by_finish = sorted((j for j in jobs if j.finished_at), key=lambda j: j.finished_at)
     submitted, released, usage_in, usage_out = 0, 0, 0, 0
@@ -177,7 +178,7 @@ def replay(jobs, since, until, *, confidence=eta.CONFIDENCE):
         last = bisect.bisect_left(opens, now + horizon)
         result = planner.plan(
             [s for s in slots[first:last] if s.closes_at > now],
-            [j.as_planned() for j in waiting.values()],
+            [as_planned[pk] for pk in waiting],
             now=now,
             holds=[j.hold(now) for j in holding.values()],
             weights=weights,

@@ -176,3 +176,16 @@ def test_the_job_page_gives_the_start_as_a_range(client, crowded):
     # Tonight 02:00 UTC, 10 h ahead: from now to 11 h past it.
     assert "between 2026-06-01 16:00 and 2026-06-02 13:00 UTC, 80 % of the time" in page
     assert "a first guess: too few jobs have started here to measure" in page
+
+
+def test_the_first_estimate_is_kept_to_measure_the_start_against(crowded):
+    small, big = (BatchJob.objects.get(pk=crowded[name]) for name in ("small", "big"))
+    assert (small.first_eta, big.first_eta) == (TONIGHT, TOMORROW_NIGHT)
+    # Tonight as the window opens the small job is gone: the big one is planned for
+    # tonight, and its first estimate stays what it was.
+    with time_machine.travel(TONIGHT, tick=False):
+        BatchJob.objects.filter(pk=small.pk).update(status="cancelled", finished_at=TONIGHT)
+        actions.replan(reason="test")
+    big.refresh_from_db()
+    assert big.planned_start == TONIGHT
+    assert big.first_eta == TOMORROW_NIGHT

@@ -154,7 +154,7 @@ def test_the_eta_comes_with_a_range_from_the_prior_before_anything_started(crowd
     }
 
 
-def test_a_month_of_starts_calibrates_the_range(crowded):
+def test_a_month_of_starts_calibrates_the_range(client, crowded):
     members = {user.memberships.get().team_id: user for user in (crowded["alice"], crowded["bob"])}
     with time_machine.travel(NOON, tick=False):
         history.month("demo", until=NOON, members=members)
@@ -167,6 +167,10 @@ def test_a_month_of_starts_calibrates_the_range(crowded):
     assert span["samples"] == started
     assert span["from"] <= body["eta"] <= span["to"]
     assert span["to"] != (TOMORROW_NIGHT + timedelta(hours=35)).isoformat().replace("+00:00", "Z")
+    client.force_login(crowded["bob"])
+    with time_machine.travel(NOON, tick=False):
+        page = client.get(f"/batch/jobs/{crowded['big']}/").content.decode()
+    assert f"measured on how {started} jobs started against their estimates" in page
 
 
 def test_the_job_page_gives_the_start_as_a_range(client, crowded):

@@ -14,7 +14,7 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -161,7 +161,9 @@ def run(slots, month, *, seed=1, weights=None):
         release_at = min((p.starts_at for p in due), default=None)
         if release_at is not None:
             # The first tick at or after the planned start.
-            release_at = planner._dt(math.ceil(release_at.timestamp() / tick) * tick)
+            release_at = datetime.fromtimestamp(
+                math.ceil(release_at.timestamp() / tick) * tick, UTC
+            )
         if events and (release_at is None or events[0][0] < release_at):
             now, kind, job_id = heapq.heappop(events)
             if kind == 0:

@@ -474,7 +474,7 @@ def request_plan(reason):
         log.warning("could not queue a planner run (the tick will): %s", exc)
 
 
-def _slots(windows, usable):
+def window_slots(windows, usable):
     """A slot per occurrence and flavor; a window without spot counts only the GPUs
     its jobs can land on now (`usable`, from `usable_capacities`), and a flavor of
     which it can use none gives no slot: a job planned there would never start."""
@@ -534,7 +534,7 @@ def plan_inputs(now, state):
     # Occurrences opening within the lead time are counted for no-starvation
     # for good: the run at the lead time plans the Jobs it creates suspended.
     inputs = {
-        "slots": _slots(windows, usable_capacities(windows)),
+        "slots": window_slots(windows, usable_capacities(windows)),
         "jobs": to_plan,
         "now": now,
         "holds": _holds(now),
@@ -760,6 +760,8 @@ def _apply(job, result, windows, now):
         "explanation": explanation,
         "estimated_cost": cost,
     }
+    if job.first_eta is None:
+        fields["first_eta"] = placement.starts_at
     same_occurrence = (job.window_id, job.opens_at) == (slot.window_id, slot.opens_at)
     # A job already due in its open occurrence stays as planned (the tick releases
     # it): planning from "now" would otherwise move its start at every run.

@@ -185,6 +185,9 @@ class BatchJob(models.Model):
     planned_start = models.DateTimeField(null=True, blank=True, db_index=True)
     planned_end = models.DateTimeField(null=True, blank=True)
     explanation = models.TextField(blank=True)
+    # The planner's first estimate of its start, kept as it was: what batch.eta
+    # measures the actual start against to calibrate the ranges it shows.
+    first_eta = models.DateTimeField(null=True, blank=True)
 
     estimated_cost = models.DecimalField(max_digits=14, decimal_places=2)
     on_demand_cost = models.DecimalField(max_digits=14, decimal_places=2)

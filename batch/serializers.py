@@ -7,7 +7,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from batch import validation, waiting
+from batch import eta, validation, waiting
 from batch.actions import JOB_FIELDS
 from batch.launch import job_namespace
 from batch.models import BatchJob, BatchJobEvent, BatchWindow
@@ -236,6 +236,24 @@ class WaitingReasonSerializer(serializers.Serializer):
     share_teams = serializers.IntegerField(allow_null=True)
 
 
+class EtaRangeSerializer(serializers.Serializer):
+    to = serializers.DateTimeField(source="starts_to", help_text="The latest start in the range.")
+    confidence = serializers.FloatField(
+        help_text="The share of actual starts the range is calibrated to hold (0.8: 80 %)."
+    )
+    samples = serializers.IntegerField(
+        help_text="Jobs it was calibrated on (their start against their first estimate, "
+        f"the last {eta.HISTORY_DAYS} days); 0: too few yet, a prior (docs/batch.md)."
+    )
+
+    def get_fields(self):
+        # `from` is a Python keyword: the field is added here rather than in the body.
+        starts_from = serializers.DateTimeField(
+            source="starts_from", help_text="The earliest start in the range (not before now)."
+        )
+        return {"from": starts_from, **super().get_fields()}
+
+
 class AlternativeSerializer(serializers.Serializer):
     change = serializers.ChoiceField(choices=["gpus", "max_runtime", "flavor"])
     text = serializers.CharField()
@@ -254,6 +272,7 @@ class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
     waiting_reason = serializers.SerializerMethodField()
     eta = serializers.SerializerMethodField()
+    eta_range = serializers.SerializerMethodField()
     alternatives = serializers.SerializerMethodField()
 
     class Meta(JobSerializer.Meta):
@@ -274,6 +293,7 @@ class JobDetailSerializer(JobSerializer):
             "events",
             "waiting_reason",
             "eta",
+            "eta_range",
             "alternatives",
         ]
         read_only_fields = fields
@@ -300,6 +320,14 @@ class JobDetailSerializer(JobSerializer):
         if found is None or found.eta is None:
             return None
         return serializers.DateTimeField().to_representation(found.eta)
+
+    @extend_schema_field(EtaRangeSerializer(allow_null=True))
+    def get_eta_range(self, job):
+        """Where its start falls, as often as `confidence` says; null when `eta` is."""
+        found = self._waiting(job)
+        if found is None or found.eta_range is None:
+            return None
+        return EtaRangeSerializer(found.eta_range).data
 
     @extend_schema_field(AlternativeSerializer(many=True))
     def get_alternatives(self, job):

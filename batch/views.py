@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError as FilterError
 
-from batch import actions, calendar, waiting
+from batch import actions, calendar, eta, waiting
 from batch.api import filter_jobs, visible_jobs
 from batch.forms import BatchJobForm
 from batch.launch import job_namespace
@@ -129,6 +129,7 @@ def job_detail(request, pk):
         "namespace": job_namespace(job.team),
         "can_cancel": job.can_cancel and actions.can_cancel(request.user, job),
         "waiting": waiting.explain(job),
+        "eta_days": eta.HISTORY_DAYS,
         "can_release": access.can_review(request.user),
     }
     return render(request, "batch/job_detail.html", context)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from batch import actions, planner
+from batch import actions, eta, planner
 from batch.models import BatchJob, PlannerState
 from cluster import clock
 from cluster.models import Flavor
@@ -63,6 +63,7 @@ class Explanation:
     code: str
     text: str
     eta: datetime | None
+    eta_range: eta.Range | None = None  # where the start falls, CONFIDENCE of the time
     occurrence: str = ""  # the occurrence the reason is about, "Night, Fri 05 Dec 20:00-..."
     ahead: list = field(default_factory=list)  # [Ahead], teams with work in it before this job
     share_position: int | None = None  # the team's place in the fair share there (1: first)
@@ -81,6 +82,8 @@ def explain(job, now=None):
         return Explanation("held_by_budget", held[job.pk], None)
     result = planner.plan(**_with(inputs, actions.planner_job(job)))
     found = _reason(job.pk, result, inputs, now)
+    if found.eta is not None:
+        found.eta_range = eta.range_of(found.eta, now, eta.recent_errors(now))  # a query
     found.alternatives = _alternatives(job, inputs, found.eta)
     return found
 

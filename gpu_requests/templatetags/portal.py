@@ -18,6 +18,18 @@ def when(value, fmt="%Y-%m-%d %H:%M"):
 
 
 @register.filter
+def between(start, end):
+    """ "between 2026-12-01 10:00 and 12:30 CET": a span in the viewer's zone, the
+    zone named once and the end's date left out when they are the start's."""
+    first, last = timezone.localtime(start), timezone.localtime(end)
+    starts = f"{first:%Y-%m-%d %H:%M}"
+    if first.tzname() != last.tzname():  # a clock change inside
+        starts = when(start)
+    ends = f"{last:%H:%M}" if last.date() == first.date() else f"{last:%Y-%m-%d %H:%M}"
+    return f"between {starts} and {ends} {last.tzname()}"
+
+
+@register.filter
 def money(value):
     return formats.money(value)
 

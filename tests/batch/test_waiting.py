@@ -6,7 +6,7 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 import time_machine
 
-from batch import actions
+from batch import actions, eta, history
 from batch.models import BatchJob
 from tests.api.conftest import client_for
 from tests.batch.conftest import job_data
@@ -141,3 +141,55 @@ def test_the_job_page_explains_the_wait(client, crowded):
     assert "NLP is in place 2 of 2 teams" in page
     assert "With 3 GPUs per pod instead of 6: starts" in page
     assert "On A100 80GB instead of H100 80GB: starts" in page
+
+
+def test_the_eta_comes_with_a_range_from_the_prior_before_anything_started(crowded):
+    body = at_noon(crowded["bob"], crowded["big"])
+    # 34 h ahead: from now to 34 h + 1 h past the estimate (eta.PRIOR).
+    assert body["eta_range"] == {
+        "from": NOON.isoformat().replace("+00:00", "Z"),
+        "to": (TOMORROW_NIGHT + timedelta(hours=35)).isoformat().replace("+00:00", "Z"),
+        "confidence": 0.8,
+        "samples": 0,
+    }
+
+
+def test_a_month_of_starts_calibrates_the_range(client, crowded):
+    members = {user.memberships.get().team_id: user for user in (crowded["alice"], crowded["bob"])}
+    with time_machine.travel(NOON, tick=False):
+        history.month("demo", until=NOON, members=members)
+    started = BatchJob.objects.filter(
+        first_eta__isnull=False, started_at__gt=NOON - timedelta(days=30), started_at__lte=NOON
+    ).count()
+    assert started > eta.MIN_SAMPLES
+    body = at_noon(crowded["bob"], crowded["big"])
+    span = body["eta_range"]
+    assert span["samples"] == started
+    assert span["from"] <= body["eta"] <= span["to"]
+    assert span["to"] != (TOMORROW_NIGHT + timedelta(hours=35)).isoformat().replace("+00:00", "Z")
+    client.force_login(crowded["bob"])
+    with time_machine.travel(NOON, tick=False):
+        page = client.get(f"/batch/jobs/{crowded['big']}/").content.decode()
+    assert f"measured on how {started} jobs started against their estimates" in page
+
+
+def test_the_job_page_gives_the_start_as_a_range(client, crowded):
+    client.force_login(crowded["alice"])
+    with time_machine.travel(NOON, tick=False):
+        page = client.get(f"/batch/jobs/{crowded['small']}/").content.decode()
+    # Tonight 02:00 UTC, 10 h ahead: from now to 11 h past it.
+    assert "between 2026-06-01 16:00 and 2026-06-02 13:00 UTC, 80 % of the time" in page
+    assert "a first guess: too few jobs have started here to measure" in page
+
+
+def test_the_first_estimate_is_kept_to_measure_the_start_against(crowded):
+    small, big = (BatchJob.objects.get(pk=crowded[name]) for name in ("small", "big"))
+    assert (small.first_eta, big.first_eta) == (TONIGHT, TOMORROW_NIGHT)
+    # Tonight as the window opens the small job is gone: the big one is planned for
+    # tonight, and its first estimate stays what it was.
+    with time_machine.travel(TONIGHT, tick=False):
+        BatchJob.objects.filter(pk=small.pk).update(status="cancelled", finished_at=TONIGHT)
+        actions.replan(reason="test")
+    big.refresh_from_db()
+    assert big.planned_start == TONIGHT
+    assert big.first_eta == TOMORROW_NIGHT

@@ -1,5 +1,6 @@
 """Demo data for batch windows: the image allowlist, a window that opens a few
-minutes from now (every day, so a restarted demo has one again) and a few jobs.
+minutes from now (every day, so a restarted demo has one again), a few jobs,
+and the month before made up (batch.history): what `backtest_eta` replays.
 
 Run after seed_demo (teams, users, flavors). Idempotent.
 """
@@ -11,8 +12,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from batch import actions
+from batch import actions, history
 from batch.models import BatchJob, BatchWindow, ImageRule
+from cluster import clock
 from cluster.models import Flavor
 from teams.models import Team
 
@@ -37,6 +39,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--opens-in", type=int, default=3, help="Minutes until it opens.")
+        parser.add_argument(
+            "--history",
+            choices=[*history.PATTERNS, "none"],
+            default="demo",
+            help="How the made-up month of past jobs arrived (once; default demo).",
+        )
 
     def handle(self, *args, **options):
         for prefix, note in ALLOWLIST:
@@ -86,5 +94,12 @@ class Command(BaseCommand):
                     # kubesim runs each pod this long (sim time): within the expected runtime.
                     annotations={"kubesim.io/duration": f"{minutes * 45}s"},
                 )
+        made_up = BatchJob.objects.filter(name__startswith=history.PREFIX)
+        if options["history"] != "none" and not made_up.exists():
+            users = get_user_model().objects.in_bulk(field_name="username")
+            teams = Team.objects.in_bulk(field_name="slug")
+            members = {teams[team].pk: users[user] for user, team, *_ in JOBS}
+            count = history.month(options["history"], until=clock.now(), members=members)
+            self.stdout.write(f"A month of batch history: {count} jobs.")
         actions.replan(reason="demo data")
         self.stdout.write(f"Batch window opens at {opens:%H:%M} UTC.")

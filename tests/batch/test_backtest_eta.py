@@ -3,7 +3,6 @@ of history replayed through the planner as it was at each submission, and the
 share of actual starts inside the range shown then."""
 
 import re
-import time
 from datetime import UTC, datetime
 from io import StringIO
 
@@ -41,10 +40,8 @@ def share(lines):
 
 def test_the_demos_month_starts_inside_its_range_at_least_80_percent_of_the_time(demo):
     seed("demo")
-    started = time.perf_counter()
+    # (How its cost grows with the jobs: bench/backtest_eta.py, docs/benchmarks.md.)
     lines = backtest()
-    # A month replays in well under a second here (docs/benchmarks.md).
-    assert time.perf_counter() - started < 30
     assert re.match(
         r"Replayed 1\d\d submissions from 2026-10-31 12:00 to 2026-11-30 12:00", lines[0]
     )

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from billing.api_urls import fleet_urlpatterns
 from portal import health, metrics
 
 urlpatterns = [
@@ -12,6 +13,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("accounts.urls")),
     path("api/v1/billing/", include("billing.api_urls")),
+    path("api/v1/", include(fleet_urlpatterns)),
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/v1/", include("batch.api_urls")),
     path("api/v1/", include("idle.api_urls")),

@@ -16,6 +16,7 @@ from cluster import actions as cluster_actions
 from cluster.models import Flavor
 from tests.api.conftest import client_for
 from tests.billing.ledger import meter
+from tests.provisioning.conftest import demo_flavors  # noqa: F401 (a fixture)
 
 HOUR = 3600
 NOVEMBER = (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC))
@@ -272,7 +273,12 @@ def test_opencosts_rule_reads_the_same_ledger(november, settings):
     assert parties["nlp"]["idle"] == Decimal("56.83")
 
 
-def test_the_fleet_is_the_gpus_the_cluster_has(cluster, demo_flavors, vision, admin_user):
+def test_the_fleet_is_the_gpus_the_cluster_has(
+    cluster,
+    demo_flavors,  # noqa: F811
+    vision,
+    admin_user,
+):
     """Without node series in Prometheus, an hour's capacity is what the inventory
     counted on the cluster (either backend): the fleet's cost is those GPUs x
     their rate, split as everywhere else."""

@@ -44,7 +44,7 @@ def to_cents(exact, total):
     remainders = sorted(range(len(exact)), key=lambda i: floors[i] - exact[i] / CENT)
     for index in remainders[:left]:
         floors[index] += 1
-    return [floor * CENT for floor in floors]
+    return [(floor * CENT).quantize(CENT) for floor in floors]
 
 
 def _rounded(value):

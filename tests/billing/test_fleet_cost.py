@@ -219,7 +219,7 @@ def test_cents_are_shared_by_the_largest_remainder():
         Decimal("3.33"),
     ]
     # A negative part (more promised than exists) takes its share of the cents too.
-    assert fleet.to_cents([Decimal("5.005"), Decimal("-0.004"), Decimal("1")], Decimal("6.00")) == [
+    assert fleet.to_cents([Decimal("5.005"), Decimal("-0.006"), Decimal("1")], Decimal("6.00")) == [
         Decimal("5.01"),
         Decimal("-0.01"),
         Decimal("1.00"),

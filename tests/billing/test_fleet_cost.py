@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing import fleet, queries
+from billing import fleet, queries, reports
 from billing.models import FlavorHour
 from cluster import actions as cluster_actions
 from cluster.models import Flavor
@@ -93,7 +93,7 @@ def test_the_four_parts_add_up_in_every_ledger_row(november):
         assert sum(row[part] for part in PARTS) == row["fleet_cost"]  # exact, before rounding
 
 
-def test_a_hand_computed_month_splits_to_the_cent(november, settings):
+def test_a_hand_computed_month_splits_to_the_cent(november, settings, django_assert_num_queries):
     split = fleet.split(*NOVEMBER)
     (cluster,) = split["clusters"]
     assert cluster["cluster"] == settings.PORTAL_CLUSTER_NAME
@@ -108,6 +108,10 @@ def test_a_hand_computed_month_splits_to_the_cent(november, settings):
     assert teams == TEAMS
     # GPU-hours: 2 x 16 H100s and 2 x 16 A100s.
     assert split["fleet_cost_gpu_hours"] == 64
+    # The page's figures in a fixed number of queries, whatever the months hold.
+    month = reports.Month.parse("2026-11")
+    with django_assert_num_queries(6):
+        fleet.page(month, fleet.months_before(month))
     # A month with nothing metered: nothing to split, nothing off by a cent.
     empty = fleet.split(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC))
     assert empty["fleet_cost"] == 0 and empty["teams"] == []

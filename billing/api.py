@@ -13,11 +13,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import actions, exports, focus, queries, reports
+from billing import actions, exports, fleet, focus, queries, reports
 from billing.models import BUDGET_VALIDATORS, Budget, Rate, TeamUsage, WorkloadUsage
 from cluster.models import Flavor
 from teams import access
-from teams.api import ReviewersWrite, refuse_unknown_parameters
+from teams.api import Reviewers, ReviewersWrite, refuse_unknown_parameters
 from teams.models import Membership, Team
 from teams.serializers import ErrorSerializer
 
@@ -27,19 +27,16 @@ GROUPS = ("team", "flavor", "day", "workload")
 NOT_YOURS = OpenApiResponse(ErrorSerializer, description="No such team among yours.")
 
 
-class UsageQuery(serializers.Serializer):
-    # Plain strings: an unknown flavor selects nothing, an unknown team is a 404,
-    # an empty one filters nothing.
-    team = serializers.CharField(required=False, allow_blank=True, max_length=63)
-    flavor = serializers.CharField(required=False, allow_blank=True, max_length=50)
+class PeriodQuery(serializers.Serializer):
+    """A period: `month=YYYY-MM` (the pages' calendar month in UTC) or `from` and
+    `to`; any parameter not in PARAMETERS is a 400 naming it."""
+
     # "from" is a Python keyword: the field is renamed below.
     start = serializers.DateTimeField(required=False)
     to = serializers.DateTimeField(required=False)
-    # The pages' period: a calendar month in UTC, `YYYY-MM`.
     month = serializers.CharField(required=False, max_length=7)
-    group_by = serializers.ChoiceField(GROUPS, default="team")
 
-    PARAMETERS = ("team", "flavor", "from", "to", "month", "group_by")
+    PARAMETERS = ("from", "to", "month")
 
     def to_internal_value(self, data):
         refuse_unknown_parameters(data, self.PARAMETERS)
@@ -70,6 +67,16 @@ class UsageQuery(serializers.Serializer):
         if attrs.get("month"):
             attrs["start"], attrs["to"] = attrs["month"].start, attrs["month"].end
         return attrs
+
+
+class UsageQuery(PeriodQuery):
+    # Plain strings: an unknown flavor selects nothing, an unknown team is a 404,
+    # an empty one filters nothing.
+    team = serializers.CharField(required=False, allow_blank=True, max_length=63)
+    flavor = serializers.CharField(required=False, allow_blank=True, max_length=50)
+    group_by = serializers.ChoiceField(GROUPS, default="team")
+
+    PARAMETERS = ("team", "flavor", "from", "to", "month", "group_by")
 
 
 class UsageView(APIView):
@@ -229,6 +236,85 @@ def _focus_teams(user, slug):
             "Only the team's managers and platform admins export its FOCUS data."
         )
     return managed
+
+
+class FleetCostQuery(PeriodQuery):
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        for given, missing in (("start", "to"), ("to", "from")):
+            if attrs.get(given) and not attrs.get(missing.replace("from", "start")):
+                raise serializers.ValidationError({missing: "Give from and to together."})
+        if not attrs.get("start"):
+            month = reports.Month.parse(None)
+            attrs["start"], attrs["to"] = month.start, month.end
+        return attrs
+
+
+class FleetCostView(APIView):
+    permission_classes = [Reviewers]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "month",
+                str,
+                pattern=r"^\d{4}-\d{2}$",
+                description="a calendar month in UTC, `YYYY-MM` (default: the current one)",
+            ),
+            OpenApiParameter("from", OpenApiTypes.DATETIME, description="inclusive, with `to`"),
+            OpenApiParameter("to", OpenApiTypes.DATETIME, description="exclusive, with `from`"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        """Platform admins: the fleet's cost over the period (every schedulable GPU or
+        MIG slice x its rate) split into `used`, `idle_reserved`, `outside_teams` and
+        `unreserved`, which add up to `fleet_cost` to the cent, per cluster and
+        flavor, with each team's `used` and `idle_reserved` (docs/billing.md)."""
+        query = FleetCostQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        start, end = query.validated_data["start"], query.validated_data["to"]
+        split = fleet.split(start, end)
+        return Response(
+            {
+                "from": exports.figure("from", start),
+                "to": exports.figure("to", end),
+                "currency": settings.PORTAL_CURRENCY,
+                **_fleet_figures(split),
+                "clusters": [
+                    {
+                        "cluster": cluster["cluster"],
+                        **_fleet_figures(cluster),
+                        "flavors": [
+                            {
+                                "flavor": flavor["flavor"],
+                                **_fleet_figures(flavor),
+                                "teams": [_team_shares(team) for team in flavor["teams"]],
+                            }
+                            for flavor in cluster["flavors"]
+                        ],
+                    }
+                    for cluster in split["clusters"]
+                ],
+                "teams": [_team_shares(team) for team in split["teams"]],
+            }
+        )
+
+
+def _fleet_figures(row):
+    """The fleet's cost and its parts in money (2 places), and their GPU-hours."""
+    return {
+        **{key: str(row[key]) for key in fleet.FIGURES},
+        "gpu_hours": {key: str(round(row[f"{key}_gpu_hours"], 4)) for key in fleet.FIGURES},
+    }
+
+
+def _team_shares(team):
+    return {
+        "team": team["team"],
+        **{key: str(team[key]) for key in fleet.TEAM_PARTS},
+        "gpu_hours": {key: str(round(team[f"{key}_gpu_hours"], 4)) for key in fleet.TEAM_PARTS},
+    }
 
 
 class RateSerializer(serializers.ModelSerializer):

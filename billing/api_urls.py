@@ -7,3 +7,8 @@ urlpatterns = [
     path("rates/", api.RatesView.as_view(), name="billing-rates"),
     path("budgets/", api.BudgetsView.as_view(), name="billing-budgets"),
 ]
+
+# Under /api/v1/ itself: the fleet's cost is the platform's, not a team's billing.
+fleet_urlpatterns = [
+    path("fleet-cost/", api.FleetCostView.as_view(), name="fleet-cost"),
+]

@@ -79,11 +79,24 @@ def _every(count, wanted=10):
     return max(1, -(-count // wanted))
 
 
-def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name="Day"):
+def stacked_bars(
+    rows,
+    label_key,
+    series=STACK_SERIES,
+    unit="GPU-hours",
+    x_name="Day",
+    show=formats.gpu_hours,
+    width=WIDTH,
+):
     """A stacked bar per row (e.g. per day), one segment per series. Every row has
     its slot (give the days without figures as rows too, so that a bar stands at
-    its date); the table lists the rows with figures."""
+    its date); the table lists the rows with figures. `show` formats a value
+    (default: as GPU-hours, the unit beside it in titles); a negative one is in
+    the table and draws nothing. A narrower `width` (a few bars) fits a phone whole."""
+    titled = show if show is not formats.gpu_hours else lambda v: f"{show(v)} {unit}"
     chart = Chart(
+        width=width,
+        plot_width=width - LEFT - RIGHT,
         legend=[
             {"label": label, "swatch": pattern, "colour": colour}
             for _, label, pattern, colour in series
@@ -92,13 +105,13 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name=
         table=_table(
             [x_name, *(f"{label} ({unit})" for _, label, _, _ in series)],
             [
-                [str(row[label_key]), *(formats.gpu_hours(row.get(key) or 0) for key, *_ in series)]
+                [str(row[label_key]), *(show(row.get(key) or 0) for key, *_ in series)]
                 for row in rows
                 if any(row.get(key) for key, *_ in series)
             ],
         ),
     )
-    totals = [sum(float(row.get(key) or 0) for key, *_ in series) for row in rows]
+    totals = [sum(max(float(row.get(key) or 0), 0) for key, *_ in series) for row in rows]
     maximum = nice_max(max(totals, default=0))
     chart.set_y_axis(maximum, unit)
     if not rows:
@@ -123,7 +136,7 @@ def stacked_bars(rows, label_key, series=STACK_SERIES, unit="GPU-hours", x_name=
                     "height": max(bottom - top, 0.5),
                     "pattern": pattern,
                     "colour": colour,
-                    "title": f"{row[label_key]}: {label} {formats.gpu_hours(value)} {unit}",
+                    "title": f"{row[label_key]}: {label} {titled(row[key])}",
                 }
             )
             base += value

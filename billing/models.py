@@ -342,9 +342,10 @@ def hours(field, prefix=""):
     return PerHour(Coalesce(Sum(column), 0))
 
 
-def cost_of(field, prefix=""):
-    """Sum(seconds x price) / 3600 for one seconds column (or expression)."""
-    return _cost(F(prefix + field) if isinstance(field, str) else field, prefix)
+def cost_of(field, prefix="", price=None):
+    """Sum(seconds x price) / 3600 for one seconds column (or expression); `price`:
+    another price than the row's own (an expression)."""
+    return _cost(F(prefix + field) if isinstance(field, str) else field, prefix, price)
 
 
 def idle_figure(prefix=""):
@@ -370,7 +371,6 @@ def cost_expression(mode=None, prefix=""):
     return _cost(seconds - F(prefix + "lost_seconds"), prefix)
 
 
-def _cost(seconds, prefix):
-    return PerHour(
-        Coalesce(Sum(seconds * F(prefix + "price"), output_field=MONEY), Value(Decimal(0)))
-    )
+def _cost(seconds, prefix, price=None):
+    price = F(prefix + "price") if price is None else price
+    return PerHour(Coalesce(Sum(seconds * price, output_field=MONEY), Value(Decimal(0))))

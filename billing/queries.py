@@ -3,8 +3,8 @@
 from datetime import UTC
 
 from django.conf import settings
-from django.db.models import ExpressionWrapper, F, FloatField, Max, Sum
-from django.db.models.functions import NullIf, TruncDay
+from django.db.models import ExpressionWrapper, F, FloatField, Max, OuterRef, Subquery, Sum
+from django.db.models.functions import NullIf, TruncDay, TruncMonth
 
 from billing.models import (
     FlavorHour,
@@ -142,4 +142,71 @@ def flavor_utilisation(start, end):
             active_gpu_hours=hours("active_seconds"),
         )
         .order_by("flavor__name", "day")
+    )
+
+
+# --- the fleet's cost in four parts (billing/fleet.py) ---
+
+# part -> the FlavorHour seconds it counts. Unreserved is capacity less the other
+# three (the ledger's unreserved and the batch set-aside nobody used): nobody held
+# it and no team reserved it. Every part is priced at the flavor-hour's price, so
+# the four add up to the capacity's cost in every row.
+FLEET_SECONDS = {
+    "fleet_cost": F("capacity_seconds"),
+    "used": F("team_allocated_seconds"),
+    "idle_reserved": F("team_reserved_unallocated_seconds"),
+    "outside_teams": F("other_allocated_seconds"),
+    "unreserved": F("unreserved_seconds") + F("batch_set_aside_unused_seconds"),
+}
+
+
+def _fleet_figures(seconds):
+    figures = {}
+    for part, column in seconds.items():
+        figures[part] = cost_of(column)
+        figures[f"{part}_gpu_hours"] = hours(column)
+    return figures
+
+
+def _by_month(rows, keys, by_month):
+    if not by_month:
+        return rows, keys
+    return rows.annotate(month=TruncMonth("hour", tzinfo=UTC)), ("month", *keys)
+
+
+def fleet_cost(start, end, by_month=False):
+    """The fleet's cost and its four parts per flavor (and month) over [start,
+    end), exact, not rounded (one query)."""
+    rows, keys = _by_month(
+        FlavorHour.objects.filter(hour__gte=start, hour__lt=end),
+        ("flavor_id", "flavor__slug", "flavor__name"),
+        by_month,
+    )
+    return rows.values(*keys).annotate(**_fleet_figures(FLEET_SECONDS)).order_by(*keys)
+
+
+def fleet_cost_of_teams(start, end, by_month=False):
+    """Each team's share of the fleet's `used` and `idle_reserved` per flavor over
+    [start, end), exact, priced as the fleet's parts are: at the flavor-hour's
+    price, not the team row's own (which carries its jobs' spot and off-peak
+    factors). One query (the price a subquery per row)."""
+    fleet_price = Subquery(
+        FlavorHour.objects.filter(flavor=OuterRef("flavor"), hour=OuterRef("hour")).values("price")[
+            :1
+        ]
+    )
+    rows, keys = _by_month(
+        TeamUsage.objects.filter(hour__gte=start, hour__lt=end).annotate(price_of_hour=fleet_price),
+        ("flavor_id", "team__slug", "team__name"),
+        by_month,
+    )
+    return (
+        rows.values(*keys)
+        .annotate(
+            used=cost_of("allocated_seconds", price=F("price_of_hour")),
+            used_gpu_hours=hours("allocated_seconds"),
+            idle_reserved=cost_of("reserved_unallocated_seconds", price=F("price_of_hour")),
+            idle_reserved_gpu_hours=hours("reserved_unallocated_seconds"),
+        )
+        .order_by(*keys)
     )

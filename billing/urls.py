@@ -28,6 +28,7 @@ register_converter(WorkloadPart, "workload_part")
 urlpatterns = [
     path("", views.overview, name="billing"),
     path("admin/", views.admin_page, name="billing_admin"),
+    path("fleet/", views.fleet_page, name="billing_fleet"),
     path("health/", views.health_page, name="billing_health"),
     path("teams/<slug:slug>/", views.team_page, name="billing_team"),
     path("teams/<slug:slug>/budget/", views.team_budget, name="billing_team_budget"),

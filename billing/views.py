@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing import actions, exports, health, prometheus, queries, reports
+from billing import actions, exports, fleet, health, prometheus, queries, reports
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
 from cluster import clock
@@ -237,6 +237,26 @@ def admin_page(request):
                 ("credit", "Credit (lost GPU time)"),
                 ("budget", "Budget"),
             ],
+        },
+    )
+
+
+@login_required
+def fleet_page(request):
+    """Where the GPU money went: a month of the fleet's cost in four parts."""
+    if not access.can_review(request.user):
+        raise PermissionDenied("Only platform admins see where the fleet's money went.")
+    month, passed_over = _month(request)
+    return render(
+        request,
+        "billing/fleet.html",
+        {
+            "month": month,
+            "passed_over": passed_over,
+            "fleet": fleet.page(month, fleet.months_before(month)),
+            "metering": _metering_status(),
+            "resolution": reports.resolution(month.start, month.end),
+            "currency": settings.PORTAL_CURRENCY,
         },
     )
 

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from billing.api import FocusExportView
+from billing.api_urls import fleet_urlpatterns
 from portal import health, metrics
 
 urlpatterns = [
@@ -14,6 +15,7 @@ urlpatterns = [
     path("account/", include("accounts.urls")),
     path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/exports/focus", FocusExportView.as_view(), name="focus-export"),
+    path("api/v1/", include(fleet_urlpatterns)),
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/v1/", include("batch.api_urls")),
     path("api/v1/", include("idle.api_urls")),

@@ -152,6 +152,16 @@ class APIViewSetMixin:
     pagination_class = Pagination
 
 
+class Reviewers(permissions.IsAuthenticated):
+    """Platform admins only, reads too: a member gets 403 before any parameter is
+    read."""
+
+    message = "Only platform admins can see this."
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and access.can_review(request.user)
+
+
 class ReviewersWrite(permissions.IsAuthenticated):
     """Everyone signed in reads; only reviewers write. DRF checks this before the
     body is parsed or validated, so a member gets 403 whatever they send: they

@@ -17,9 +17,10 @@ def workload(allocated, active, idle=0, unmetered=0, *, gpus=1, mean=None, fb_pe
     return load
 
 
-def meter(hour, teams=None, workloads=None, capacity=None):
+def meter(hour, teams=None, workloads=None, capacity=None, other=None):
     """teams: {(team, flavor): (allocated, active, idle, unmetered)} in GPU-seconds;
-    workloads: {(team, namespace, kind, name, flavor): Workload}."""
+    workloads: {(team, namespace, kind, name, flavor): Workload}; other: {flavor:
+    allocated} of pods in namespaces of no team."""
     from billing.models import IngestedHour
 
     IngestedHour.objects.get_or_create(hour=hour)
@@ -29,7 +30,7 @@ def meter(hour, teams=None, workloads=None, capacity=None):
             (t.pk, ns, kind, name, f.pk): load
             for (t, ns, kind, name, f), load in (workloads or {}).items()
         },
-        other={},
+        other={f.pk: Figures(allocated) for f, allocated in (other or {}).items()},
         capacity=capacity or {},
     )
     return actions.write_hour(hour, measured, list(Flavor.objects.all()))

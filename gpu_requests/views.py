@@ -71,7 +71,8 @@ def dashboard(request):
     whatever the number of teams and requests: the team count and page (the
     sync row joined), the namespace quota on the cluster, the catalog, the
     reservations, the pending requests (the first few per team, with their
-    count, by window functions), the recent decisions and their requests.
+    count, by window functions), the recent decisions and their requests; and
+    what other apps note of the teams (billing's quota nobody uses: two).
     """
     reviewer = access.can_review(request.user)
     # The sync row comes in the same query (a LEFT JOIN); the namespace quota as the

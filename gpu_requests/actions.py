@@ -367,7 +367,8 @@ def end_early(quota_request, *, by, reason=""):
         action=Action.END_EARLY,
         actor=by,
         reason=f"Given back (was until {was})" + (f". {reason}" if reason else ""),
-        changes={"ends_at": now},
+        # Never later than it was: the sweep may not have expired a request just ended.
+        changes={"ends_at": min(now, quota_request.ends_at or now)},
     )
     notices.ended_early(quota_request, event)
     return quota_request

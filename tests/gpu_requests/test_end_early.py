@@ -60,6 +60,14 @@ def test_it_ends_the_quota_now_with_an_audit_event(active, carol):
     assert key not in reserved_seconds(hour + timedelta(hours=1))
 
 
+def test_quota_past_its_end_keeps_its_end(active, carol):
+    """The sweep has not expired it yet: giving it back does not lengthen it."""
+    end = active.ends_at
+    with time_machine.travel(end + timedelta(minutes=2), tick=False):
+        actions.end_early(QuotaRequest.objects.get(pk=active.pk), by=carol)
+    assert QuotaRequest.objects.get(pk=active.pk).ends_at == end
+
+
 def test_the_requester_managers_and_admins_may_and_other_members_may_not(
     active, alice, carol, dave, bob, admin_user
 ):

@@ -16,4 +16,5 @@ class BillingConfig(AppConfig):
         # A spent hard budget caps the team's namespace at what runs; its page says why.
         hooks.on_quota_cap(actions.held_namespaces)
         hooks.on_team_panel(views.budget_panel)
+        hooks.on_dashboard_note(views.unused_quota_notes)
         hooks.on_cluster_panel(pools.panel)

@@ -44,12 +44,13 @@ L4 = {"nvidia.com/gpu.product": "NVIDIA-L4"}
 
 def demo_workload(days, start=None, end=None):
     """What the demo teams ran, each with its habits: vision trains well (long jobs
-    keeping their H100s busy); nlp leaves A100 notebooks up through the nights (busy
-    9-18 UTC) and idle through the weekends, next to a steady MIG fine-tune and bursty
-    evaluations on L4. (speech holds quota it does not use: seed_demo's request.)
-    And what a month brings: XIDs (one that kills a training run mid-month, two in the
-    last day for the GPU health page) and two spot reclaims of the L4 nodes nlp's
-    evaluations run on."""
+        keeping their H100s busy); nlp leaves A100 notebooks up through the nights (busy
+        9-18 UTC) and idle through the weekends, next to a steady MIG fine-tune and bursty
+        evaluations on L4. (speech holds 4 L4s it does not use: seed_demo's request, held
+    from before the history's start.)
+        And what a month brings: XIDs (one that kills a training run mid-month, two in the
+        last day for the GPU health page) and two spot reclaims of the L4 nodes nlp's
+        evaluations run on."""
     daily = {"every": "1d", "count": days}
     weeks = {"every": "7d", "count": days // 7 + 2}
     # Hours from `start` (a UTC midnight) to its next Monday and Saturday.
@@ -184,12 +185,17 @@ HISTORY_LOADED = "history-loaded"  # under var/: written once Prometheus has the
 BLOCKS_SEEN_WITHIN = 120
 
 
+def history_span(now, days=HISTORY_DAYS):
+    """(start, end) of the demo history loaded at `now`: `days` back from the hour, from
+    that day's midnight (seed_demo's unused quota is held from before its start)."""
+    end = now.replace(minute=0, second=0, microsecond=0)
+    return (end - timedelta(days=days)).replace(hour=0), end
+
+
 def load_history(python, var_dir, data, now=None, days=HISTORY_DAYS, progress=print):
     """Generate `days` of demo history and add it to `data` as TSDB blocks: written
     beside it, then moved in whole (a running Prometheus takes them at its next look)."""
-    now = now or datetime.now(UTC)
-    end = now.replace(minute=0, second=0, microsecond=0)
-    start = (end - timedelta(days=days)).replace(hour=0)
+    start, end = history_span(now or datetime.now(UTC), days)
     var_dir = Path(var_dir)
     workload = var_dir / "history-workload.json"
     workload.write_text(json.dumps(demo_workload(days + 1, start, end)))

@@ -100,6 +100,22 @@ def workload_usage(rows, extra=()):
     return rows.values(*keys).annotate(**workload_figures()).order_by("-idle_cost", *keys)
 
 
+def unused_reservations(rows):
+    """TeamUsage `rows` per team and flavor whose quota was held and not allocated:
+    reserved and reserved-but-unallocated GPU-hours, and what the unallocated ones
+    cost at the ledger's prices (one query)."""
+    return (
+        rows.values("team_id", "flavor_id", "flavor__name")
+        .annotate(
+            reserved_gpu_hours=hours("reserved_seconds"),
+            reserved_unallocated_gpu_hours=hours("reserved_unallocated_seconds"),
+            reserved_unallocated_cost=cost_of("reserved_unallocated_seconds"),
+        )
+        .filter(reserved_unallocated_gpu_hours__gt=0)
+        .order_by("flavor__name")
+    )
+
+
 def spend_by_team(start, end, mode=None):
     """{team id: cost} over [start, end)."""
     rows = (

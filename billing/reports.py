@@ -24,6 +24,7 @@ from billing.models import (
 )
 from billing.rates import RateCard
 from cluster.models import Flavor
+from gpu_requests.models import QuotaRequest
 from teams import formats, inputs
 from teams.formats import with_article
 from teams.models import Team
@@ -518,6 +519,36 @@ def budget_hint(team, flavor, gpus, starts_at, ends_at, now=None):
         "month_end": end,
         "over_by": max(this_month - left, Decimal(0)),
     }
+
+
+# --- quota nobody uses ---
+
+
+def unused_quota(month, team_ids=None):
+    """{team id: {team, rows, cost}} of the teams holding active quota they left
+    reserved but unallocated in `month`: a row per such flavor with the ledger's
+    reserved and unallocated GPU-hours, what the unallocated ones cost, and the
+    active requests to give back; `cost` their sum. `team_ids` None: every team.
+    Two queries."""
+    rows = TeamUsage.objects.filter(hour__gte=month.start, hour__lt=month.end)
+    held = QuotaRequest.objects.filter(status=QuotaRequest.Status.ACTIVE)
+    if team_ids is not None:
+        rows, held = rows.filter(team_id__in=team_ids), held.filter(team_id__in=team_ids)
+    figures = list(queries.unused_reservations(rows))
+    held = held.filter(flavor_id__in={row["flavor_id"] for row in figures})
+    active = defaultdict(list)
+    for quota_request in held.select_related("team", "flavor", "requested_by").order_by("pk"):
+        active[quota_request.team_id, quota_request.flavor_id].append(quota_request)
+    unused = {}
+    for row in figures:
+        requests = active.get((row["team_id"], row["flavor_id"]))
+        if requests:
+            team = unused.setdefault(
+                row["team_id"], {"team": requests[0].team, "rows": [], "cost": Decimal(0)}
+            )
+            team["rows"].append({**row, "requests": requests})
+            team["cost"] += row["reserved_unallocated_cost"]
+    return unused
 
 
 # --- admin ---

@@ -13,6 +13,7 @@ from billing import actions, exports, fleet, health, prometheus, queries, report
 from billing.forms import BudgetForm
 from billing.models import Budget, WorkloadUsage
 from cluster import clock
+from gpu_requests import actions as quota_actions
 from provisioning.manifests import BUDGET_QUOTA_NAME
 from teams import access, errors, hooks
 from teams.namespaces import namespace_of
@@ -120,6 +121,9 @@ def team_page(request, slug):
             # team, go through the all-teams page instead.
             "switch_teams": teams if len(teams) > 1 and not reviewer else [],
             "panels": hooks.spend_panels(team, month),
+            "unused": _unused(
+                reports.unused_quota(month, [team.pk]).get(team.pk), request.user, month
+            ),
         },
     )
 
@@ -213,6 +217,11 @@ def admin_page(request):
         {
             "month": month,
             "teams": teams,
+            # Teams holding quota they do not use, most unused cost first.
+            "unused": sorted(
+                reports.unused_quota(month).values(),
+                key=lambda team: (-team["cost"], team["team"].name),
+            ),
             "sort": sort,
             "descending": descending,
             "totals": totals,
@@ -288,6 +297,28 @@ def health_page(request):
             "spans": [(span, "24 hours" if span == 1 else f"{span} days") for span in health.SPANS],
         },
     )
+
+
+def _unused(unused, user, month):
+    """The unused-quota note's context (`unused`: a team's of reports.unused_quota, or
+    None): each active request marked with whether `user` may give it back (a query
+    for each the user did not ask for, unless an admin)."""
+    if unused is None:
+        return None
+    for row in unused["rows"]:
+        for quota_request in row["requests"]:
+            quota_request.may_end = quota_actions.can_end_early(user, quota_request)
+    return {**unused, "month": month, "charge": settings.PORTAL_BILLING_CHARGE}
+
+
+def unused_quota_notes(team_ids, user):
+    """The dashboard's note on each team holding quota it does not use this month
+    (registered with hooks.on_dashboard_note): two queries for all of them."""
+    month, _ = reports.Month.opened(None)
+    return {
+        team_id: ("billing/_unused_quota.html", _unused(unused, user, month))
+        for team_id, unused in reports.unused_quota(month, team_ids).items()
+    }
 
 
 def budget_panel(team):

@@ -68,20 +68,30 @@ def can_cancel(user, quota_request):
     return access.is_manager(user, quota_request.team)
 
 
+def can_end_early(user, quota_request):
+    """The requester, the team's managers and platform admins give quota back: the
+    team's members use it, and someone who answers for it decides to end it."""
+    return access.can_review(user) or can_cancel(user, quota_request)
+
+
 _DENIED = {
     Action.APPROVE: "Only platform admins can approve quota requests.",
     Action.REJECT: "Only platform admins can reject quota requests.",
     Action.CANCEL: "Only the requester or a team manager can cancel this request.",
     Action.REVOKE: "Only platform admins can revoke quota.",
+    Action.END_EARLY: "Only the requester, a team manager or a platform admin can end "
+    "this quota early.",
 }
+
+_MAY = {Action.CANCEL: can_cancel, Action.END_EARLY: can_end_early}
 
 
 def require(action, user, quota_request):
-    """Raise NotAllowed unless `user` may take `action` (approve, reject, cancel or
-    revoke) on `quota_request`. The API asks before it reads the reason, so someone
+    """Raise NotAllowed unless `user` may take `action` (approve, reject, cancel,
+    revoke or end early) on `quota_request`. The API asks before it reads the reason, so someone
     without the right is told so whatever they sent."""
-    may = can_cancel(user, quota_request) if action == Action.CANCEL else access.can_review(user)
-    if not may:
+    may = _MAY.get(action)
+    if not (may(user, quota_request) if may else access.can_review(user)):
         raise NotAllowed(_DENIED[action])
 
 
@@ -119,8 +129,9 @@ def _illegal(quota_request, allowed_from, action):
     )
 
 
-def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
-    """Move the status if it is one of `allowed_from`, or raise IllegalTransition.
+def _move(quota_request, *, to, allowed_from, action, actor=None, reason="", changes=None):
+    """Move the status if it is one of `allowed_from`, or raise IllegalTransition;
+    `changes` ({field: value}) are set in the same UPDATE.
 
     The row is locked first, so the audit event names the status it really
     left, and the UPDATE is still a compare-and-set on that status.
@@ -129,9 +140,12 @@ def _move(quota_request, *, to, allowed_from, action, actor=None, reason=""):
     if quota_request.status not in allowed_from:
         raise _illegal(quota_request, allowed_from, action)
     now = timezone.now()
+    fields = changes or {}
     QuotaRequest.objects.filter(pk=quota_request.pk, status=quota_request.status).update(
-        status=to, updated_at=now
+        status=to, updated_at=now, **fields
     )
+    for name, value in fields.items():
+        setattr(quota_request, name, value)
     quota_request.updated_at = now
     from_status = quota_request.status
     quota_request.status = to
@@ -331,6 +345,32 @@ def revoke(quota_request, *, by, reason=""):
         reason=reason,
     )
     notices.decided(quota_request, decision)
+    return quota_request
+
+
+@transaction.atomic
+def end_early(quota_request, *, by, reason=""):
+    """Give active quota back: its period ends now, so it expires at once (one UPDATE
+    of status and end, a compare-and-set under the row's lock), the namespace's
+    ResourceQuota shrinks (the quota-changed hook) and the capacity is free for
+    others. The audit event keeps the end it had."""
+    require(Action.END_EARLY, by, quota_request)
+    _lock(quota_request)  # the end it had, as it is now (_move reads it again: locked)
+    now = timezone.now()
+    if quota_request.status == Status.ACTIVE and quota_request.starts_at >= now:
+        raise IllegalTransition(f"Request #{quota_request.pk} has not started yet.")
+    was = f"{quota_request.ends_at:%Y-%m-%d %H:%M} UTC" if quota_request.ends_at else "open-ended"
+    event = _move(
+        quota_request,
+        to=Status.EXPIRED,
+        allowed_from=[Status.ACTIVE],
+        action=Action.END_EARLY,
+        actor=by,
+        reason=f"Given back (was until {was})" + (f". {reason}" if reason else ""),
+        # Never later than it was: the sweep may not have expired a request just ended.
+        changes={"ends_at": min(now, quota_request.ends_at or now)},
+    )
+    notices.ended_early(quota_request, event)
     return quota_request
 
 

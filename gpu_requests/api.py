@@ -40,7 +40,7 @@ from teams.serializers import ReasonSerializer
 Status = QuotaRequest.Status
 # A request's history as the detail shows it, oldest first, with who acted.
 _EVENTS = Prefetch("events", queryset=AuditEvent.objects.select_related("actor"))
-_TRANSITIONS = ("approve", "reject", "cancel", "revoke")
+_TRANSITIONS = ("approve", "reject", "cancel", "revoke", "end_early")
 
 
 class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
@@ -63,7 +63,7 @@ class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "slug"
 
 
-# The schema of reject, cancel and revoke: a reason in, the request out.
+# The schema of reject, cancel, revoke and end early: a reason in, the request out.
 TRANSITION_SCHEMA = extend_schema(
     request=ReasonSerializer,
     responses={
@@ -203,3 +203,10 @@ class QuotaRequestViewSet(
     def revoke(self, request, pk=None):
         """Reviewers only: take back approved or active quota."""
         return self._transition(request, actions.revoke)
+
+    @TRANSITION_SCHEMA
+    @action(detail=True, methods=["post"], url_path="end-early")
+    def end_early(self, request, pk=None):
+        """The requester, a team manager or a reviewer: give active quota back now (its
+        period ends now; the namespace's quota drops and the GPUs are free)."""
+        return self._transition(request, actions.end_early)

@@ -22,6 +22,7 @@ class QuotaAction(models.TextChoices):
     REVOKE = "revoke", "Revoked"
     ACTIVATE = "activate", "Activated"
     EXPIRE = "expire", "Expired"
+    END_EARLY = "end_early", "Ended early"
     FOLLOW_UP = "follow_up", "Follow-up asked"
     COMMENT = "comment", "Commented"
 

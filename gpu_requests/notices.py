@@ -87,6 +87,24 @@ def decided(quota_request, decision):
     )
 
 
+def ended_early(quota_request, event):
+    """Quota given back before its end (`event`: its AuditEvent): the channels are
+    told; no email, as for an expiry (whoever gave it back knows)."""
+    who = event.actor.username
+    hooks.notice(
+        Notice(
+            event="request_ended_early",
+            team_id=quota_request.team_id,
+            title=f"{who} gave back request #{quota_request.pk} ({quota_request.team.name}, "
+            f"{quota_request.gpus} x {quota_request.flavor.name}): its quota ended early",
+            url=absolute(quota_request.get_absolute_url()),
+            text=event.reason,
+            facts=_facts(quota_request),
+            data={**_data(quota_request), "by": who},
+        )
+    )
+
+
 def commented(note):
     transaction.on_commit(lambda: emails.send_comment(note.pk), robust=True)
     quota_request = note.quota_request

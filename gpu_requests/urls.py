@@ -12,6 +12,7 @@ urlpatterns = [
     path("requests/<int:pk>/approve/", views.request_approve, name="request_approve"),
     path("requests/<int:pk>/reject/", views.request_reject, name="request_reject"),
     path("requests/<int:pk>/revoke/", views.request_revoke, name="request_revoke"),
+    path("requests/<int:pk>/end-early/", views.request_end_early, name="request_end_early"),
     path("review/", views.review_queue, name="review_queue"),
     path("timeline/", views.timeline_page, name="timeline"),
     path("preferences/", team_views.preferences, name="preferences"),

@@ -71,7 +71,8 @@ def dashboard(request):
     whatever the number of teams and requests: the team count and page (the
     sync row joined), the namespace quota on the cluster, the catalog, the
     reservations, the pending requests (the first few per team, with their
-    count, by window functions), the recent decisions and their requests.
+    count, by window functions), the recent decisions and their requests; and
+    what other apps note of the teams (billing's quota nobody uses: two).
     """
     reviewer = access.can_review(request.user)
     # The sync row comes in the same query (a LEFT JOIN); the namespace quota as the
@@ -99,6 +100,8 @@ def dashboard(request):
         recent[event.team_id].append(event)
     # What other apps add to the namespaces' quota now (batch windows): a query or so.
     extra = hooks.extra_quota(team_ids)
+    # What other apps say of a team (billing: quota it holds and does not use).
+    notes = hooks.dashboard_notes(team_ids, request.user)
     panels = [
         {
             "team": team,
@@ -108,6 +111,7 @@ def dashboard(request):
             "pending_count": pending[team.pk][0].pending_count if pending[team.pk] else 0,
             "recent": recent[team.pk],
             "spend_per_day": sum(row["spend_per_day"] for row in quota.get(team.pk, [])),
+            "notes": notes.get(team.pk, []),
         }
         for team in teams
     ]
@@ -479,6 +483,8 @@ def _detail_context(request, quota_request, **extra):
         "can_cancel": pending and actions.can_cancel(user, quota_request),
         "can_decide": pending and reviewer,
         "can_revoke": reviewer and quota_request.status in QuotaRequest.RESERVING,
+        "can_end_early": quota_request.status == Status.ACTIVE
+        and actions.can_end_early(user, quota_request),
         "capacity": capacity.capacity_view(quota_request) if reviewer and pending else None,
         "shares_with": quota_request.flavor.shares_resource_with(),
         **extra,
@@ -607,6 +613,24 @@ def request_revoke(request, pk):
             reason="",
         )
     return _act(request, pk, "revoke")
+
+
+@login_required
+def request_end_early(request, pk):
+    """GET: the confirmation page (from the request's page); POST: give the quota back
+    (the Spend page's and the dashboard's button posts here at once, with `next`)."""
+    if request.method != "POST":
+        return _confirm(
+            request,
+            pk,
+            title="End request #{pk}'s quota now?",
+            explanation="The team gives it back: the quota on the cluster drops at once and "
+            "the GPUs are free for others. Running pods keep running; new ones over the "
+            "quota are refused. To hold it again, ask anew.",
+            button="End quota now",
+            reason="",
+        )
+    return _act(request, pk, "end_early")
 
 
 # Review queue

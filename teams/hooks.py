@@ -53,7 +53,9 @@ Pages: `on_team_panel(provider)` adds a panel to the team page, drawn by an
 app above this one (provisioning's "How to use your namespace");
 `on_cluster_panel(provider)` one to the cluster page (billing's node pools);
 `on_workload_panel(provider)` one to a workload's report card (idle's notice
-and "Bring it back"), `on_spend_panel(provider)` one to a team's Spend page.
+and "Bring it back"), `on_spend_panel(provider)` one to a team's Spend page,
+`on_dashboard_note(provider)` one to teams' panels on the dashboard (billing's
+quota nobody uses, with its "give it back").
 """
 
 _quota_changed = []
@@ -66,6 +68,7 @@ _team_panels = []
 _cluster_panels = []
 _workload_panels = []
 _spend_panels = []
+_dashboard_notes = []
 _budget_left = []
 _budget_spent = []
 _quota_caps = []
@@ -251,6 +254,22 @@ def on_spend_panel(provider):
 
 def spend_panels(team, month):
     return [panel for panel in (provider(team, month) for provider in _spend_panels) if panel]
+
+
+def on_dashboard_note(provider):
+    """Add a note to teams' panels on the dashboard: `provider(team_ids, user)` (the
+    viewer) returns {team_id: (template name, context)} for the teams it has one for.
+    Set-based: a query or two for every team of the page."""
+    return _register(_dashboard_notes, provider)
+
+
+def dashboard_notes(team_ids, user):
+    """{team_id: [(template name, context)]} of the registered notes, in order."""
+    notes = {}
+    for provider in _dashboard_notes:
+        for team_id, note in provider(team_ids, user).items():
+            notes.setdefault(team_id, []).append(note)
+    return notes
 
 
 def on_budget_left(provider):

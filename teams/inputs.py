@@ -34,6 +34,20 @@ def whole_number(raw, *, minimum=0, maximum=MAX_WHOLE_NUMBER):
     return value if minimum <= value <= maximum else None
 
 
+# The invisible format characters (Unicode category Cf, as Python 3.11's
+# unicodedata 14.0 has them) as ranges of code points: the schema's pattern of a
+# text that refuses them (teams.schema). tests/edge/test_hidden_characters.py
+# checks them against unicodedata.
+HIDDEN_RANGES = (
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD),
+    (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
+    (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+)  # fmt: skip
+
+
 def is_hidden(char):
     """True for an invisible format character (Unicode category Cf): the bidi
     overrides and isolates (U+202A-U+202E, U+2066-U+2069) that make "gpu\u202eexe"

@@ -5,6 +5,7 @@ from drf_spectacular import openapi
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 
+from teams.inputs import HIDDEN_RANGES, validate_visible
 from teams.serializers import ErrorSerializer
 
 ERROR_DESCRIPTIONS = {
@@ -59,9 +60,30 @@ def no_nul_characters(result, generator, request, public):
     return result
 
 
+def _code_point(cp):
+    # Beyond the BMP the character itself: ECMAScript spells it \u{e0001} and
+    # Python \U000e0001, and a tool reading the pattern knows one or the other.
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else chr(cp)
+
+
+# A text that refuses invisible format characters (inputs.validate_visible), and
+# NUL as every text does: its pattern.
+_HIDDEN_CLASS = "".join(
+    _code_point(low) if low == high else f"{_code_point(low)}-{_code_point(high)}"
+    for low, high in HIDDEN_RANGES
+)
+VISIBLE_TEXT = f"^[^\\u0000{_HIDDEN_CLASS}]*$"
+
+
 class AutoSchema(openapi.AutoSchema):
     """drf-spectacular's, plus the errors any operation can answer (each
-    `{"detail": ...}`) unless the view documents its own."""
+    `{"detail": ...}`) unless the view documents its own, and the pattern of a
+    text that refuses invisible characters."""
+
+    def _insert_field_validators(self, field, schema):
+        super()._insert_field_validators(field, schema)
+        if validate_visible in field.validators and schema.get("type") == "string":
+            schema["pattern"] = VISIBLE_TEXT
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)

@@ -11,6 +11,8 @@ the same that refuses line breaks and NUL bytes in names.
 """
 
 import json
+import re
+import sys
 from datetime import timedelta
 
 import pytest
@@ -239,3 +241,22 @@ def test_a_webhook_message_shows_invisible_characters(db):
     assert body["text"].startswith("Workload note[U+202E]book")
     assert "Vis[U+200B]ion" in json.dumps(body["blocks"], ensure_ascii=False)
     assert "\u202e" not in body["text"]
+
+
+def test_the_ranges_are_unicodes_invisible_format_characters():
+    ranged = {cp for low, high in inputs.HIDDEN_RANGES for cp in range(low, high + 1)}
+    assert ranged == {cp for cp in range(sys.maxunicode + 1) if inputs.is_hidden(chr(cp))}
+
+
+def test_the_schema_says_which_texts_refuse_them(admin_user):
+    """A text the API refuses invisible characters in says so in its pattern, so a
+    client (or a fuzzer) generating schema-valid input never meets that 400."""
+    schema = client_for(admin_user).get("/api/schema/?format=json").json()
+    reason = schema["components"]["schemas"]["ReasonRequest"]["properties"]["reason"]["pattern"]
+    justification = schema["components"]["schemas"]["QuotaRequestCreateRequest"]["properties"][
+        "justification"
+    ]["pattern"]
+    for pattern in (reason, justification):
+        assert re.fullmatch(pattern, "no more GPUs this week\nthanks")
+        for text in ("\u00ad", "a\u202eb", "tag\U000e0041", "nul\x00"):
+            assert not re.fullmatch(pattern, text), ascii(text)

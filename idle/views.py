@@ -2,11 +2,12 @@
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from cluster import clock
@@ -38,6 +39,24 @@ def workload_panel(team, namespace, kind, name, user):
     }
 
 
+def team_panel(team):
+    """hooks.on_team_panel: the team's workloads the portal scaled to zero and
+    nobody has brought back, when and why (one query), else nothing."""
+    states = list(
+        IdleState.objects.filter(team=team, kind__in=workloads.SCALABLE)
+        .exclude(acted_at=None)
+        .select_related("flavor")
+        .order_by("-acted_at", "name")
+    )
+    if not states:
+        return None
+    return "idle/_scaled_panel.html", {
+        "team": team,
+        "states": states,
+        "threshold": settings.PORTAL_BILLING_IDLE_THRESHOLD * 100,
+    }
+
+
 def _state_and_card(user, pk):
     """The idle state among the user's teams' (else 404), and its report card's URL args."""
     teams = access.teams_for(user)
@@ -50,18 +69,25 @@ def _state_and_card(user, pk):
 @login_required
 @require_POST
 def bring_back(request, pk):
+    """Without JavaScript: back to the report card with a message. With htmx: the
+    banner (#idle-banner) replaced by what happened."""
     state, card = _state_and_card(request.user, pk)
     try:
         replicas = actions.bring_back(state, by=request.user)
     except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except errors.ActionError as exc:  # the cluster's errors too (actions.bring_back)
-        messages.error(request, f"Not brought back: {exc}")
-        return redirect(*card)
-    if replicas is None:
-        messages.success(request, f"{state.kind} {state.name} had been scaled up by its owner.")
+        level, text = messages.ERROR, f"Not brought back: {exc}"
     else:
-        messages.success(request, f"{state.kind} {state.name} is back: {replicas} replica(s).")
+        level = messages.SUCCESS
+        if replicas is None:
+            text = f"{state.kind} {state.name} had been scaled up by its owner."
+        else:
+            text = f"{state.kind} {state.name} is back: {replicas} replica(s)."
+    if request.htmx:
+        context = {"error": level == messages.ERROR, "text": text}
+        return render(request, "idle/_brought_back.html", context)
+    messages.add_message(request, level, text)
     return redirect(*card)
 
 

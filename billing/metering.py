@@ -38,7 +38,63 @@ def _regex(values):
     return "|".join(re.escape(value) for value in sorted(values)) or "^$"
 
 
-OWNERS = "max by (namespace, pod, owner_kind, owner_name) (last_over_time(kube_pod_owner[1h]))"
+# kube-state-metrics' owner families and the label naming each object: a pod's
+# owner, a ReplicaSet's (its Deployment) and a Job's (its CronJob).
+OWNER_FAMILIES = (
+    ("kube_pod_owner", "pod"),
+    ("kube_replicaset_owner", "replicaset"),
+    ("kube_job_owner", "job_name"),
+)
+
+
+def owners_query(window=None, match=""):
+    """The PromQL of who owns every pod, ReplicaSet and Job (`Owners` reads its
+    answer): the three families joined with `or` (their label sets differ), over
+    the last `window` when given, limited by the label `match` when given."""
+    parts = []
+    for family, key in OWNER_FAMILIES:
+        series = f"{family}{{{match}}}" if match else family
+        if window:
+            series = f"last_over_time({series}[{window}])"
+        parts.append(f"max by (namespace, {key}, owner_kind, owner_name) ({series})")
+    return " or ".join(parts)
+
+
+NO_OWNER = ("", "<none>")
+
+
+class Owners:
+    """The one rule naming a pod's workload by what its owner knows: Pod ->
+    ReplicaSet -> Deployment, Pod -> StatefulSet, Pod -> Job -> CronJob, else the
+    pod itself, from kube-state-metrics' owner series (`owners_query`). A
+    ReplicaSet or Job whose owner is not in the series stays what it is."""
+
+    def __init__(self, series):
+        self.owner = {}  # (label, namespace, name) -> (owner kind, owner name)
+        for each in series:
+            labels = each.labels
+            for _, key in OWNER_FAMILIES:
+                if key in labels:
+                    self.owner[(key, labels.get("namespace", ""), labels[key])] = (
+                        labels.get("owner_kind", ""),
+                        labels.get("owner_name", ""),
+                    )
+                    break
+
+    def _of(self, key, namespace, name):
+        kind, owner = self.owner.get((key, namespace, name), NO_OWNER)
+        return None if kind in NO_OWNER or owner in NO_OWNER else (kind, owner)
+
+    def workload(self, namespace, pod):
+        """(kind, name) of the workload `pod` of `namespace` belongs to."""
+        owner = self._of("pod", namespace, pod)
+        if owner is None:
+            return "Pod", pod
+        up = {"ReplicaSet": "replicaset", "Job": "job_name"}.get(owner[0])
+        return (up and self._of(up, namespace, owner[1])) or owner
+
+
+OWNERS = owners_query("1h")
 STARTS = "max by (namespace, pod, uid) (last_over_time(kube_pod_start_time[1h]))"
 # An XID shows up to this long before the pod it kills is seen failing: the
 # application fails at its next CUDA call (kubesim waits 30 s) and the exporter
@@ -297,13 +353,7 @@ def measure(
     node_label = settings.PORTAL_BILLING_LABEL_NODE
     node_labels = {s.labels.get(node_label, ""): s.labels for s in answers.get("node_labels", [])}
     resolve = FlavorResolver(flavors, node_labels)
-    owners = {
-        (s.labels.get("namespace", ""), s.labels.get("pod", "")): (
-            s.labels.get("owner_kind", ""),
-            s.labels.get("owner_name", ""),
-        )
-        for s in answers.get("owners", [])
-    }
+    owners = Owners(answers.get("owners", []))
     starts = {
         (s.labels.get("namespace", ""), s.labels.get("pod", ""), s.labels.get("uid", "")): (
             s.points[0][1] if s.points else None
@@ -326,17 +376,11 @@ def measure(
     team, workload, other = defaultdict(Figures), defaultdict(Workload), defaultdict(Figures)
     lost_runs = []
 
-    def owner_of(namespace, pod):
-        kind, name = owners.get((namespace, pod), ("", ""))
-        if not kind or kind == "<none>":
-            kind, name = "Pod", pod
-        return kind, name
-
     def targets(namespace, pod, flavor):
         team_id = teams_by_namespace.get(namespace)
         if team_id is None:
             return other[flavor.pk], None
-        kind, name = owner_of(namespace, pod)
+        kind, name = owners.workload(namespace, pod)
         return team[(team_id, flavor.pk)], workload[(team_id, namespace, kind, name, flavor.pk)]
 
     pods = {}  # (namespace, pod) -> (resource, node): what kube-state-metrics said
@@ -394,7 +438,7 @@ def measure(
                 started = starts.get((namespace, pod, uid)) or running[0][0]
                 team_id = teams_by_namespace.get(namespace)
                 if team_id is not None:
-                    kind, name = owner_of(namespace, pod)
+                    kind, name = owners.workload(namespace, pod)
                     cause = "reclaim" if uid in reclaimed else "xid"
                     lost_runs.append(
                         Lost(
@@ -625,10 +669,7 @@ def recent_queries(namespaces, window="24h", step=60):
             f"last_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{match}}}{raw})"
             f' or last_over_time(DCGM_FI_DEV_GPU_UTIL{{{match},GPU_I_PROFILE=""}}{raw}) / 100'
         ),
-        "owners": (
-            "max by (namespace, pod, owner_kind, owner_name) "
-            f"(last_over_time(kube_pod_owner{{namespace=~{wanted}}}[{window}]))"
-        ),
+        "owners": owners_query(window, f"namespace=~{wanted}"),
     }
 
 
@@ -643,13 +684,7 @@ def recent_pods(namespaces, start, end, step=60):
         return []
     texts = recent_queries(namespaces, f"{int((end - start).total_seconds())}s", step)
     activity = prometheus.query_range(texts["activity"], start, end, step)
-    owners = {
-        (s.labels.get("namespace", ""), s.labels.get("pod", "")): (
-            s.labels.get("owner_kind", ""),
-            s.labels.get("owner_name", ""),
-        )
-        for s in prometheus.query(texts["owners"], at=end)
-    }
+    owners = Owners(prometheus.query(texts["owners"], at=end))
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod_label = settings.PORTAL_BILLING_LABEL_POD
     pods = {}
@@ -658,9 +693,7 @@ def recent_pods(namespaces, start, end, step=60):
         key = (labels.get(ns_label, ""), labels.get(pod_label, ""))
         found = pods.get(key)
         if found is None:
-            kind, name = owners.get(key, ("", ""))
-            if not kind or kind == "<none>":
-                kind, name = "Pod", key[1]
+            kind, name = owners.workload(*key)
             model = labels.get("modelName", "GPU")
             if labels.get("GPU_I_PROFILE"):
                 model += f" MIG {labels['GPU_I_PROFILE']}"

@@ -155,19 +155,25 @@ def team_budget(request, slug):
 
 @login_required
 def workload_page(request, slug, namespace, kind, name):
+    """A workload's report card. One the ledger has not metered yet (its first hour
+    is still open) has a page too when something else knows it: a panel (an idle
+    notice links here minutes after it started) or the last 24 hours."""
     team = _team_for_user(request.user, slug)
     card = reports.workload_card(team, namespace, kind, name)
-    if card is None:
+    panels = hooks.workload_panels(team, namespace, kind, name, request.user)
+    recent = reports.recent_strip(team, namespace, kind, name, timezone.now())
+    if card is None and not panels and not recent.rows:
         raise Http404("No metered usage for this workload.")
     return render(
         request,
         "billing/workload.html",
         {
             "team": team,
+            "workload": {"namespace": namespace, "kind": kind, "name": name},
             "card": card,
-            "recent": reports.recent_strip(team, namespace, kind, name, timezone.now()),
+            "recent": recent,
             "currency": settings.PORTAL_CURRENCY,
-            "panels": hooks.workload_panels(team, namespace, kind, name, request.user),
+            "panels": panels,
         },
     )
 

@@ -393,7 +393,7 @@ class ControlPlane:
                 f"--port={self.ksm_port}",
                 f"--telemetry-host={HOST}",
                 f"--telemetry-port={free_port()}",
-                "--resources=pods,nodes,namespaces,jobs,resourcequotas",
+                "--resources=pods,nodes,namespaces,jobs,replicasets,resourcequotas",
                 "--metric-labels-allowlist=pods=[*],nodes=[*],namespaces=[*],jobs=[*]",
             ],
         )

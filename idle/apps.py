@@ -11,5 +11,6 @@ class IdleConfig(AppConfig):
         from teams import hooks
 
         hooks.on_workload_panel(views.workload_panel)
+        hooks.on_team_panel(views.scaled_panel)
         hooks.on_spend_panel(showback.spend_panel)
-        hooks.on_team_panel(views.team_panel)
+        hooks.on_team_panel(views.policies_panel)

@@ -3,13 +3,14 @@
 1. `activity`: the highest engine activity of each pod's devices over the
    last `WINDOW` (the billing definition: DCGM_FI_PROF_GR_ENGINE_ACTIVE, or
    GPU_UTIL / 100 where the profiling field is missing, never on MIG).
-2. `facts`: who owns each pod and each ReplicaSet (kube-state-metrics'
-   kube_pod_owner and kube_replicaset_owner), the GPUs each pod requests and
+2. `facts`: who owns each pod, ReplicaSet and Job (kube-state-metrics'
+   owner families, billing's `owners_query`), the GPUs each pod requests and
    on which node, and the nodes' labels (which flavor a GPU is, by billing's
-   `FlavorResolver`): four instant vectors joined with `or` (their label sets
+   `FlavorResolver`): instant vectors joined with `or` (their label sets
    differ).
 
-A pod's workload is its Job, its ReplicaSet's Deployment, its StatefulSet, or
+A pod's workload is named as the ledger names it (billing's `Owners`): its
+ReplicaSet's Deployment, its StatefulSet, its Job (or the Job's CronJob), or
 the pod itself. A workload is idle when none of its pods' devices reached the
 idle threshold in the window; its GPUs are the sum of its pods' requests.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from billing import prometheus
-from billing.metering import FlavorResolver, _quoted, _regex, sanitize
+from billing.metering import FlavorResolver, Owners, _quoted, _regex, owners_query, sanitize
 
 # Longer than the beat's minute, so a late run misses no sample.
 WINDOW = "2m"
@@ -39,9 +40,8 @@ def queries(resources):
             f"[{WINDOW}]) / 100)"
         ),
         "facts": (
-            "max by (namespace, pod, owner_kind, owner_name) (kube_pod_owner)"
-            " or max by (namespace, replicaset, owner_kind, owner_name) (kube_replicaset_owner)"
-            f" or sum by (namespace, pod, {node}, resource) (kube_pod_container_resource_requests"
+            owners_query()
+            + f" or sum by (namespace, pod, {node}, resource) (kube_pod_container_resource_requests"
             f'{{unit="integer",resource=~{wanted}}})'
             " or kube_node_labels"
         ),
@@ -51,7 +51,7 @@ def queries(resources):
 @dataclass
 class Workload:
     namespace: str
-    kind: str  # Job, Deployment, StatefulSet, ReplicaSet or Pod
+    kind: str  # Deployment, StatefulSet, Job, CronJob, Pod (or a ReplicaSet of none)
     name: str
     flavor_id: int | None  # None: a resource or node no flavor of the catalog names
     gpus: int = 0
@@ -76,7 +76,7 @@ def workloads(activity, facts, flavors):
     ns_label = settings.PORTAL_BILLING_LABEL_NAMESPACE
     pod_label = settings.PORTAL_BILLING_LABEL_POD
     node_label = settings.PORTAL_BILLING_LABEL_NODE
-    pod_owner, replicaset_owner, requests, node_labels = {}, {}, {}, {}
+    owned, requests, node_labels = [], {}, {}
     for series in facts:
         labels = series.labels
         namespace = labels.get("namespace", "")
@@ -86,22 +86,15 @@ def workloads(activity, facts, flavors):
             key = (namespace, labels.get("pod", ""))
             gpus = int(series.points[0][1]) if series.points else 0
             requests[key] = (labels["resource"], labels.get(node_label, ""), gpus)
-        elif "replicaset" in labels:
-            owner = (labels.get("owner_kind", ""), labels.get("owner_name", ""))
-            replicaset_owner[(namespace, labels["replicaset"])] = owner
         else:
-            owner = (labels.get("owner_kind", ""), labels.get("owner_name", ""))
-            pod_owner[(namespace, labels.get("pod", ""))] = owner
+            owned.append(series)
+    owners = Owners(owned)
     resolve = FlavorResolver(flavors, node_labels)
     found = {}
     for series in activity:
         namespace = series.labels.get(ns_label, "")
         pod = series.labels.get(pod_label, "")
-        kind, name = pod_owner.get((namespace, pod), ("", ""))
-        if kind == "ReplicaSet":
-            kind, name = replicaset_owner.get((namespace, name), (kind, name))
-        if kind in ("", "<none>") or name in ("", "<none>"):
-            kind, name = "Pod", pod
+        kind, name = owners.workload(namespace, pod)
         resource, node, gpus = requests.get((namespace, pod), ("", "", 0))
         workload = found.get((namespace, kind, name))
         if workload is None:

@@ -4,6 +4,7 @@ only) and the team page's panel of the policies that apply to the team."""
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -42,6 +43,24 @@ def workload_panel(team, namespace, kind, name, user):
     }
 
 
+def scaled_panel(team):
+    """hooks.on_team_panel: the team's workloads the portal scaled to zero and
+    nobody has brought back, when and why (one query), else nothing."""
+    states = list(
+        IdleState.objects.filter(team=team, kind__in=workloads.SCALABLE)
+        .exclude(acted_at=None)
+        .select_related("flavor")
+        .order_by("-acted_at", "name")
+    )
+    if not states:
+        return None
+    return "idle/_scaled_panel.html", {
+        "team": team,
+        "states": states,
+        "threshold": settings.PORTAL_BILLING_IDLE_THRESHOLD * 100,
+    }
+
+
 def _state_and_card(user, pk):
     """The idle state among the user's teams' (else 404), and its report card's URL args."""
     teams = access.teams_for(user)
@@ -54,18 +73,25 @@ def _state_and_card(user, pk):
 @login_required
 @require_POST
 def bring_back(request, pk):
+    """Without JavaScript: back to the report card with a message. With htmx: the
+    banner (#idle-banner) replaced by what happened."""
     state, card = _state_and_card(request.user, pk)
     try:
         replicas = actions.bring_back(state, by=request.user)
     except errors.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except errors.ActionError as exc:  # the cluster's errors too (actions.bring_back)
-        messages.error(request, f"Not brought back: {exc}")
-        return redirect(*card)
-    if replicas is None:
-        messages.success(request, f"{state.kind} {state.name} had been scaled up by its owner.")
+        level, text = messages.ERROR, f"Not brought back: {exc}"
     else:
-        messages.success(request, f"{state.kind} {state.name} is back: {replicas} replica(s).")
+        level = messages.SUCCESS
+        if replicas is None:
+            text = f"{state.kind} {state.name} had been scaled up by its owner."
+        else:
+            text = f"{state.kind} {state.name} is back: {replicas} replica(s)."
+    if request.htmx:
+        context = {"error": level == messages.ERROR, "text": text}
+        return render(request, "idle/_brought_back.html", context)
+    messages.add_message(request, level, text)
     return redirect(*card)
 
 
@@ -102,7 +128,7 @@ def exempt(request, pk):
     return redirect(*card)
 
 
-def team_panel(team):
+def policies_panel(team):
     """hooks.on_team_panel: the idle policies that apply to the team, per flavor, and
     what is in force of them. One query."""
     return "idle/_team_policies.html", {"team": team, "applying": applying_to(team)}

@@ -291,6 +291,7 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   Idle        vision's notebook holds a MIG slice it never uses: announced within ~2 min,
               scaled to zero 2 min later (idle policy on a100-3g40; needs Prometheus)
               http://127.0.0.1:{WEB_PORT}/billing/teams/vision/workloads/vision/Deployment/notebook/
+              (its notice links there; vision's page says when and why: /teams/vision/)
   Fleet cost  where the GPU money went, the history's month (admin; needs Prometheus):
               http://127.0.0.1:{WEB_PORT}/billing/fleet/
   Logs        {VAR_DIR}/{{web,worker,beat,{cluster.service.name}}}.log

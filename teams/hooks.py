@@ -236,7 +236,8 @@ def cluster_panels(now):
 def on_workload_panel(provider):
     """Add a panel to a workload's report card: `provider(team, namespace, kind, name,
     user)` (the viewer) returns (template name, context) or None. Keep it to a query
-    or two."""
+    or two. Panels are included with `panel` and `csrf_token` alone: a form in one
+    posts without JavaScript too."""
     return _register(_workload_panels, provider)
 
 

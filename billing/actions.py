@@ -26,6 +26,7 @@ from billing.models import (
     Budget,
     BudgetAction,
     BudgetAlert,
+    BudgetChange,
     FlavorHour,
     IngestedHour,
     LostRun,
@@ -577,6 +578,7 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT, when_spent=None):
         if before == after:
             return budget
     AuditEvent.record(team_id=team.pk, action=action, actor=by, reason=f"{before} -> {after}")
+    BudgetChange.objects.create(team=team, monthly_amount=amount)
     if budget is not None:
         enforce_budgets(team_ids=[team.pk], reconsider=True, by=by)
         budget.refresh_from_db()

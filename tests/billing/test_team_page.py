@@ -193,4 +193,4 @@ def test_a_bar_is_never_wider_than_a_few_days():
 
     chart = charts.stacked_bars([{"label": "10 Nov", "active_gpu_hours": 3}], "label")
     assert chart.bars[0]["width"] == charts.MAX_BAR_WIDTH
-    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov")]
+    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov", False)]

@@ -73,8 +73,9 @@ def test_it_says_when_metering_is_off(client, alice, settings):
 
 def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert_num_queries):
     client.force_login(alice)
-    # 13, and one for the idle showback panel (idle.showback, hooks.on_spend_panel).
-    with django_assert_num_queries(14):
+    # 14 (one the month's own budget), and one for the idle showback panel
+    # (idle.showback, hooks.on_spend_panel).
+    with django_assert_num_queries(15):
         client.get("/billing/teams/vision/")
     for day in range(1, 9):  # more days and workloads: the same queries
         meter(
@@ -82,7 +83,7 @@ def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert
             teams={(vision, h100): (3600, 0, 3600, 0)},
             workloads={(vision, "vision", "Job", f"j{day}", h100): workload(3600, 0, 3600)},
         )
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         client.get("/billing/teams/vision/")
 
 
@@ -171,9 +172,10 @@ def test_one_day_of_figures_is_one_narrow_bar_at_its_date(client, alice, usage):
     client.force_login(alice)
     page = client.get("/billing/teams/vision/").content.decode()
     bars, labels, names = _daily_chart(page)
+    # The 10th is today, metered to 10:00: its bar is told as partial.
     assert {bar["title"] for bar in bars} == {
-        "10 Nov: Active 2 GPU-hours",
-        "10 Nov: Idle 6 GPU-hours",
+        "10 Nov: Active 2 GPU-hours so far (10 of 24 hours metered)",
+        "10 Nov: Idle 6 GPU-hours so far (10 of 24 hours metered)",
     }
     slot = (charts.WIDTH - charts.LEFT - charts.RIGHT) / 30  # November's days
     for bar in bars:

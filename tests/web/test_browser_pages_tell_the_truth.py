@@ -20,6 +20,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from billing import actions as billing_actions
 from tests.billing.ledger import meter, workload
+from tests.waiting import wait_for
 from tests.web.test_browser_daily import PAGES, company, keep  # noqa: F401 - a fixture
 from tests.web.test_browser_journey import browser, log_in, shot  # noqa: F401
 
@@ -166,7 +167,8 @@ def type_faster_than_the_server(tab):
     with tab.expect_request(lambda r: "validate=1" in r.url):
         tab.fill("#id_gpus", "2")
     tab.fill("#id_gpus", "3")
-    tab.wait_for_function("window.triggered >= 2")
+    # (not wait_for_function: its predicate is eval'd in the page, which the CSP refuses)
+    wait_for(lambda: tab.evaluate("window.triggered") >= 2, timeout=10)
     tab.unroute("**/*validate=1*")
     for route in held:
         with suppress(PlaywrightError):  # the page may have given up on it

@@ -26,6 +26,7 @@ from billing.models import (
     Budget,
     BudgetAction,
     BudgetAlert,
+    BudgetChange,
     FlavorHour,
     IngestedHour,
     LostRun,
@@ -399,20 +400,41 @@ def write_hour(hour, measured, flavors, *, now=None, step=None):
     return changed
 
 
+def last_closed_hour(now=None):
+    """The newest hour ended at least PORTAL_BILLING_DELAY ago: the last one to meter."""
+    now = now or timezone.now()
+    return hour_floor(now - timedelta(seconds=settings.PORTAL_BILLING_DELAY)) - HOUR
+
+
+def newest_metered_hour():
+    """The start of the newest ingested hour, or None (one query)."""
+    return (
+        IngestedHour.objects.filter(status=IngestedHour.Status.DONE)
+        .order_by("-hour")
+        .values_list("hour", flat=True)
+        .first()
+    )
+
+
+def figures_in(now=None):
+    """The end of the newest metered hour once every closed hour is metered (the
+    beat has caught up: the month's figures are in), else None. Two queries."""
+    newest = newest_metered_hour()
+    if newest is None or newest < last_closed_hour(now):
+        return None
+    if IngestedHour.objects.filter(status=IngestedHour.Status.PENDING).exists():
+        return None
+    return newest + HOUR
+
+
 def closed_hours(now=None):
     """Hours ended at least PORTAL_BILLING_DELAY ago and not yet ingested, oldest first.
 
     Marks them pending first (so the admin page lists them), starting after the
     newest ingested hour, or PORTAL_BILLING_BACKFILL_HOURS back on a fresh install.
     """
-    now = now or timezone.now()
-    last_closed = hour_floor(now - timedelta(seconds=settings.PORTAL_BILLING_DELAY)) - HOUR
-    newest = (
-        IngestedHour.objects.filter(status=IngestedHour.Status.DONE)
-        .order_by("-hour")
-        .values_list("hour", flat=True)
-        .first()
-    )
+    last_closed = last_closed_hour(now)
+    newest = newest_metered_hour()
     backfill = timedelta(hours=settings.PORTAL_BILLING_BACKFILL_HOURS - 1)
     start = newest + HOUR if newest else last_closed - backfill
     missing = []
@@ -577,6 +599,7 @@ def set_budget(team, amount, *, by, mode=Budget.Mode.SOFT, when_spent=None):
         if before == after:
             return budget
     AuditEvent.record(team_id=team.pk, action=action, actor=by, reason=f"{before} -> {after}")
+    BudgetChange.objects.create(team=team, monthly_amount=amount)
     if budget is not None:
         enforce_budgets(team_ids=[team.pk], reconsider=True, by=by)
         budget.refresh_from_db()

@@ -9,8 +9,12 @@ from dataclasses import dataclass, field
 
 from teams import formats
 
-WIDTH, HEIGHT = 720, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 40
+WIDTH, HEIGHT = 720, 280
+# Room for the labels at a phone's size too: there the chart is scaled to the screen
+# (about half size) and its text drawn twice as large (static/css/portal.css), so
+# the unit sits above the plot, right of the ticks, and the day labels well below it.
+LEFT, RIGHT, TOP, BOTTOM = 84, 12, 30, 70
+X_LABEL_BELOW, X_NAME_BELOW = 34, 64
 # A bar is never wider than this (a day of a month is 15): one or two rows do not
 # fill the plot as if they were one wide block.
 MAX_BAR_WIDTH = 40
@@ -54,7 +58,8 @@ class Chart:
     plot_width: int = WIDTH - LEFT - RIGHT
     plot_height: int = HEIGHT - TOP - BOTTOM
     y_ticks: list = field(default_factory=list)  # [(y, label)]
-    x_labels: list = field(default_factory=list)  # [(x, label)]
+    # [(x, label, minor)]: minor labels (every other one) give way on a phone
+    x_labels: list = field(default_factory=list)
     bars: list = field(default_factory=list)  # [{x, y, width, height, pattern, colour, title}]
     lines: list = field(default_factory=list)  # [{points, label, dash}]
     legend: list = field(default_factory=list)  # [{label, swatch, colour} or {label, dash}]
@@ -62,10 +67,15 @@ class Chart:
     table: dict = field(default_factory=dict)  # {head, rows}: the figures as text
     unit: str = ""
     x_name: str = ""
+    x_label_below: int = X_LABEL_BELOW
+    x_name_below: int = X_NAME_BELOW
 
     @property
     def bottom(self):
         return self.top + self.plot_height
+
+    def label_x(self, x, label):
+        self.x_labels.append((x, label, len(self.x_labels) % 2 == 1))
 
     def y_of(self, value, maximum):
         return self.top + self.plot_height * (1 - float(value) / float(maximum))
@@ -87,12 +97,14 @@ def stacked_bars(
     x_name="Day",
     show=formats.gpu_hours,
     width=WIDTH,
+    partial=None,
 ):
     """A stacked bar per row (e.g. per day), one segment per series. Every row has
     its slot (give the days without figures as rows too, so that a bar stands at
     its date); the table lists the rows with figures. `show` formats a value
     (default: as GPU-hours, the unit beside it in titles); a negative one is in
-    the table and draws nothing. A narrower `width` (a few bars) fits a phone whole."""
+    the table and draws nothing. A narrower `width` (a few bars) fits a phone whole.
+    `partial`: (index, words) of a row not whole yet (today's day), drawn as partial."""
     titled = show if show is not formats.gpu_hours else lambda v: f"{show(v)} {unit}"
     chart = Chart(
         width=width,
@@ -116,6 +128,7 @@ def stacked_bars(
     chart.set_y_axis(maximum, unit)
     if not rows:
         return chart
+    _mark_partial(chart, partial, [str(row[label_key]) for row in rows])
     slot = chart.plot_width / len(rows)
     width = min(max(slot * 0.7, 1), MAX_BAR_WIDTH)
     every = _every(len(rows))
@@ -136,19 +149,23 @@ def stacked_bars(
                     "height": max(bottom - top, 0.5),
                     "pattern": pattern,
                     "colour": colour,
-                    "title": f"{row[label_key]}: {label} {titled(row[key])}",
+                    "title": f"{row[label_key]}: {label} {titled(row[key])}"
+                    + _so_far(partial, index),
+                    "partial": _so_far(partial, index) != "",
                 }
             )
             base += value
         if index % every == 0:
-            chart.x_labels.append((x + width / 2, str(row[label_key])))
+            chart.label_x(x + width / 2, str(row[label_key]))
     return chart
 
 
-def line_chart(labels, lines, unit, maximum=None, x_name="Day", show=None):
+def line_chart(labels, lines, unit, maximum=None, x_name="Day", show=None, partial=None):
     """One polyline per entry of `lines`: {"label", "values", "dash"}; a point
     with its exact value (hover, focus) at each of up to 100 labels. `show`
-    formats a value for titles and the table (default: as GPU-hours)."""
+    formats a value for titles and the table (default: as GPU-hours). `partial`:
+    (index, words) of a label whose figures are not whole yet (today's day): its
+    points stand apart, hollow, and no line falls to them."""
     show = show or (lambda value: f"{formats.gpu_hours(value)} {unit}")
     chart = Chart(
         legend=[{"label": line["label"], "dash": line.get("dash", "")} for line in lines],
@@ -169,16 +186,17 @@ def line_chart(labels, lines, unit, maximum=None, x_name="Day", show=None):
     count = len(labels)
     if not count:
         return chart
+    _mark_partial(chart, partial, labels)
     slot = chart.plot_width / max(count - 1, 1)
     every = _every(count)
     for index, label in enumerate(labels):
         if index % every == 0:
-            chart.x_labels.append((chart.left + slot * index, str(label)))
+            chart.label_x(chart.left + slot * index, str(label))
     for line in lines:
         points = [
             f"{chart.left + slot * i:.1f},{chart.y_of(min(float(v), maximum), maximum):.1f}"
             for i, v in enumerate(line["values"])
-            if v is not None
+            if v is not None and not _so_far(partial, i)
         ]
         chart.lines.append(
             {"points": " ".join(points), "label": line["label"], "dash": line.get("dash", "")}
@@ -191,10 +209,28 @@ def line_chart(labels, lines, unit, maximum=None, x_name="Day", show=None):
                     {
                         "x": chart.left + slot * i,
                         "y": chart.y_of(min(float(value), maximum), maximum),
-                        "title": f"{x_name} {labels[i]}: {line['label']} {show(value)}",
+                        "title": f"{x_name} {labels[i]}: {line['label']} {show(value)}"
+                        + _so_far(partial, i),
+                        "partial": _so_far(partial, i) != "",
                     }
                 )
     return chart
+
+
+def _so_far(partial, index):
+    """The words a partial slot's titles end with ("" for a whole one)."""
+    return f" so far ({partial[1]})" if partial and partial[0] == index else ""
+
+
+def _mark_partial(chart, partial, labels):
+    """The legend says which slot is partial: a short day is not a fall."""
+    if partial and partial[0] < len(labels):
+        chart.legend.append(
+            {
+                "label": f"{labels[partial[0]]} so far ({partial[1]}): not a whole day",
+                "partial": True,
+            }
+        )
 
 
 def _table(head, rows):
@@ -301,4 +337,8 @@ def sparkline(values, labels, unit):
         }
         for i, (v, value, label) in enumerate(zip(numbers, values, labels, strict=True))
     ]
-    return {"points": points, "polyline": " ".join(f"{p['x']},{p['y']}" for p in points)}
+    return {
+        "points": points,
+        "polyline": " ".join(f"{p['x']},{p['y']}" for p in points),
+        "peak": max(values, default=0),  # its scale: from 0 to this
+    }

@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import DecimalField, F, Func, Q, Sum, Value
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from cluster.models import Flavor
 from teams.models import Team, register_audit_actions
@@ -143,6 +144,32 @@ class Budget(models.Model):
 
     def __str__(self):
         return f"{self.team}: {self.monthly_amount}/month"
+
+
+class BudgetChange(models.Model):
+    """Append-only: a team's monthly budget from `changed_at` on (None: removed),
+    written by `actions.set_budget`. A month's budget is the last change before
+    the month's end, so a past month shows the budget it had, not today's."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="budget_changes")
+    monthly_amount = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    changed_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["changed_at", "pk"]
+
+    def __str__(self):
+        return f"{self.team}: {self.monthly_amount} from {self.changed_at:%Y-%m-%d %H:%M}"
+
+    @classmethod
+    def in_force(cls, team, month_end):
+        """The amounts set for `team` (a pk, or an OuterRef) before `month_end`, the
+        month's own first (None: removed)."""
+        return (
+            cls.objects.filter(team=team, changed_at__lt=month_end)
+            .order_by("-changed_at", "-pk")
+            .values_list("monthly_amount", flat=True)
+        )
 
 
 class BudgetAlert(models.Model):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import Max, Min
+from django.db.models import Max, Min, OuterRef, Subquery
 from django.db.models.functions import TruncDay
 from django.utils import timezone
 
@@ -15,6 +15,7 @@ from billing import charts, idle, queries
 from billing.metering import histogram_percentile, merge_histograms
 from billing.models import (
     Budget,
+    BudgetChange,
     IngestedHour,
     LostRun,
     TeamUsage,
@@ -84,6 +85,22 @@ class Month:
     def hours(self):
         return int((self.end - self.start).total_seconds() // 3600)
 
+    @property
+    def current(self):
+        return self.start <= timezone.now() < self.end
+
+    @property
+    def title(self):
+        """ "Month to date" while it runs; a month past (or to come) by its name."""
+        return "Month to date" if self.current else f"Month of {self.start:%B %Y}"
+
+    def partial_day(self, through):
+        """(index, words) of the day the metered hours end inside, if they end inside
+        one of this month's days (today's, while it is metered hour by hour)."""
+        if through is None or not self.start < through < self.end or through.hour == 0:
+            return None
+        return (through - self.start).days, f"{through.hour} of 24 hours metered"
+
 
 # A month's first days are too few hours to tell its pace (a night of idle notebooks,
 # a weekend): no forecast before this many are metered, and a Spend page opened
@@ -93,7 +110,10 @@ FORECAST_FROM_HOURS = 72
 
 def forecast(spent, month, through):
     """Spend to the month's end at the pace so far (`through`: end of the last metered
-    hour); None before FORECAST_FROM_HOURS of the month are metered."""
+    hour); None before FORECAST_FROM_HOURS of the month are metered, and for a month
+    that is over (its spend is what it was)."""
+    if not month.current:
+        return None
     elapsed = (min(through, month.end) - month.start).total_seconds() / 3600 if through else 0
     if elapsed < FORECAST_FROM_HOURS:
         return None
@@ -155,7 +175,9 @@ def team_figures(team, month):
     by_flavor = list(queries.team_usage(rows, "flavor"))
     totals = {key: _sum(by_flavor, key) for key in queries.COLUMNS}
     through = metered_through(month)
-    budget = Budget.objects.filter(team=team).first()
+    # The month's own budget; the Budget row (its mode, a hold) is this month's only.
+    budget = Budget.objects.filter(team=team).first() if month.current else None
+    budget_amount = BudgetChange.in_force(team.pk, month.end).first()
     # Every workload of the month, by idle cost: the picture's rows, the top
     # idle list (repeats grouped) and the CSV.
     workloads = list(
@@ -171,7 +193,8 @@ def team_figures(team, month):
         "through": through,
         "daily": list(queries.team_usage(rows, "day")),
         "budget": budget,
-        "budget_state": budget_state(totals["cost"], budget and budget.monthly_amount),
+        "budget_amount": budget_amount,
+        "budget_state": budget_state(totals["cost"], budget_amount),
         "workloads": workloads,
         "groups": idle.group_repeats(workloads),
         "resolution": resolution(month.start, month.end),
@@ -184,9 +207,14 @@ def team_report(team, month, view="month", now=None):
     for row in report["daily"]:
         row["label"] = f"{row['day']:%d}"
     report["daily_chart"] = charts.stacked_bars(
-        _every_day(report["daily"], month), "date", x_name=f"Day of {month.start:%B %Y} (UTC)"
+        _every_day(report["daily"], month),
+        "date",
+        x_name=f"Day of {month.start:%B %Y} (UTC)",
+        partial=month.partial_day(report["through"]),
     )
-    report["burn_chart"] = _burn_down(report["daily"], month, report["budget"], report["forecast"])
+    report["burn_chart"] = _burn_down(
+        report["daily"], month, report["budget_amount"], report["forecast"]
+    )
     ledger = WorkloadUsage.objects.filter(team=team)
     if view == "24h":
         namespace = namespace_of(team.slug)
@@ -228,7 +256,7 @@ def budget_state(spent, amount):
     return {"percent": percent, "word": word, "left": amount - Decimal(spent)}
 
 
-def _burn_down(daily, month, budget, forecast_total):
+def _burn_down(daily, month, budget_amount, forecast_total):
     """Cumulative spend per day against the budget line, and the pace to the month's end."""
     days = [f"{day:02d}" for day in range(1, month.hours // 24 + 1)]
     spent_by_day = {row["label"]: row["cost"] for row in daily}
@@ -237,7 +265,7 @@ def _burn_down(daily, month, budget, forecast_total):
     for label in days:
         running += spent_by_day.get(label, 0)
         cumulative.append(running if last and label <= last else None)
-    lines = [{"label": "Spent so far", "values": cumulative}]
+    lines = [{"label": "Spent so far" if month.current else "Spent", "values": cumulative}]
     peak = max([v for v in cumulative if v is not None], default=0)
     if forecast_total is not None and last:
         start, spent = days.index(last), cumulative[days.index(last)]
@@ -245,11 +273,9 @@ def _burn_down(daily, month, budget, forecast_total):
         pace = [None] * start + [spent + step * i for i in range(len(days) - start)]
         lines.append({"label": "Forecast at this pace", "values": pace, "dash": "2 3"})
         peak = max(peak, forecast_total)
-    if budget is not None:
-        lines.append(
-            {"label": "Budget", "values": [budget.monthly_amount] * len(days), "dash": "6 4"}
-        )
-        peak = max(peak, budget.monthly_amount)
+    if budget_amount is not None:
+        lines.append({"label": "Budget", "values": [budget_amount] * len(days), "dash": "6 4"})
+        peak = max(peak, budget_amount)
     return charts.line_chart(
         days, lines, settings.PORTAL_CURRENCY, charts.nice_max(peak), show=formats.money
     )
@@ -577,7 +603,10 @@ def admin_teams(month, sort="spend", descending=True):
     return list(
         Team.objects.filter(usage__hour__gte=month.start, usage__hour__lt=month.end)
         .values("id", "slug", "name")
-        .annotate(**queries.team_figures(prefix="usage__"), budget=Max("budget__monthly_amount"))
+        .annotate(
+            **queries.team_figures(prefix="usage__"),
+            budget=Subquery(BudgetChange.in_force(OuterRef("pk"), month.end)[:1]),
+        )
         .order_by(order, "name")
     )
 
@@ -633,9 +662,15 @@ def utilisation_charts(month):
     per_flavor = {}
     for row in queries.flavor_utilisation(month.start, month.end):
         per_flavor.setdefault(row["flavor__name"], []).append(row)
+    partial = month.partial_day(metered_through(month))
     result = []
     for name, rows in per_flavor.items():
         labels = [f"{row['day']:%-d %b}" for row in rows]
+        days = [(row["day"] - month.start).days for row in rows]
+        # Today's day among the flavor's rows, if it has one.
+        partial_here = (
+            (days.index(partial[0]), partial[1]) if partial and partial[0] in days else None
+        )
         chart = charts.line_chart(
             labels,
             [
@@ -653,6 +688,7 @@ def utilisation_charts(month):
             ],
             "GPU-hours",
             x_name=f"Day of {month.start:%B %Y} (UTC)",
+            partial=partial_here,
         )
         result.append(
             {"name": name, "rows": rows, "chart": chart, "chart_id": f"flavor-{len(result)}"}

@@ -37,9 +37,41 @@ HEALTHY_AFTER = 60
 
 
 def manage(*args, **env):
-    subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=BASE_DIR, check=True, env={**os.environ, **env}
-    )
+    """A management command: what it has to tell said on the console as the runner's
+    own lines; its logging (stderr) into var/setup.log, whose last line is said if it
+    fails."""
+    log_path = VAR_DIR / "setup.log"
+    with open(log_path, "ab") as log:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=BASE_DIR, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=log, text=True,
+        )  # fmt: skip
+    for line in done.stdout.splitlines():
+        if line.strip():
+            say(line.strip())
+    if done.returncode:
+        sys.exit(f"manage.py {args[0]} {exit_reason(done.returncode)}: {last_line(log_path)}")
+
+
+def announce_figures(hold, say, url, interval=5):
+    """Say once the month's figures are in: the history loaded (`hold` gone) and every
+    closed hour metered by the beat. Reads the demo's database (Django set up here)."""
+    import django
+    from django.db import DatabaseError
+
+    django.setup()
+    from billing.actions import figures_in
+
+    while True:
+        try:
+            through = None if hold.exists() else figures_in()
+        except DatabaseError:  # SQLite busy while the beat writes: ask again
+            through = None
+        if through is not None:
+            say(f"billing: the month's figures are in, metered through {through:%Y-%m-%d %H:%M} "
+                f"UTC: {url}billing/")  # fmt: skip
+            return
+        time.sleep(interval)
 
 
 def demo_secret_key():
@@ -295,7 +327,7 @@ GPU portal demo is running (in the foreground: Ctrl-C stops it).
   Fleet cost  where the GPU money went, the history's month (admin; needs Prometheus):
               http://127.0.0.1:{WEB_PORT}/billing/fleet/
   Logs        {VAR_DIR}/{{web,worker,beat,{cluster.service.name}}}.log
-{chr(10).join(billing_lines)}
+{chr(10).join("  " + line for line in billing_lines)}
 
 A process that dies is restarted, with a line here saying which and why.
 Press Ctrl-C to stop.
@@ -312,6 +344,13 @@ Press Ctrl-C to stop.
         if billing_background is not None:
             # The portal answers meanwhile; the thread ends with the demo.
             threading.Thread(target=billing_background, args=(say,), daemon=True).start()
+        if billing_commands:
+            hold = Path(billing_env["PORTAL_BILLING_HOLD_FILE"])
+            threading.Thread(
+                target=announce_figures,
+                args=(hold, say, f"http://127.0.0.1:{WEB_PORT}/"),
+                daemon=True,
+            ).start()
         while not stopping:
             now = time.monotonic()
             for service in services:

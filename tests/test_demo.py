@@ -154,6 +154,49 @@ def test_a_dead_worker_is_restarted_and_ctrl_c_stops_everything(tmp_path):
                 os.kill(pid, signal.SIGKILL)
 
 
+def runners_lines(text):
+    """Whether each line of the console is the runner's own: its banner, or a line it
+    said ("[demo HH:MM:SS] ..."). A child's output, a log line, is neither."""
+    banner = False
+    strays = []
+    for line in text.splitlines():
+        if line.startswith("GPU portal demo is running"):
+            banner = True
+        if not (banner or line.startswith("[demo ") or not line.strip()):
+            strays.append(line)
+        if line == "Press Ctrl-C to stop.":
+            banner = False
+    return strays
+
+
+def test_the_console_says_when_the_months_figures_are_in_and_nothing_else(tmp_path):
+    """With Prometheus scraping kubesim, the runner says once the beat has metered
+    every closed hour; what the seeds tell comes as its own lines, their logging
+    goes to var/setup.log."""
+    env = demo_env(tmp_path, DEMO_PROMETHEUS="live", PROMETHEUS_PORT=free_port(),
+                   PORTAL_BILLING_INTERVAL="5")  # fmt: skip
+    console = tmp_path / "console.txt"
+    runner = start_demo(env, console)
+    try:
+        line = wait_for(
+            lambda: next((x for x in console.read_text().splitlines() if "figures" in x), None),
+            timeout=300,
+            interval=2,
+        )
+        assert "billing: the month's figures are in, metered through" in line
+        assert f"http://127.0.0.1:{env['PORT']}/billing/" in line
+        text = console.read_text()
+        assert "Batch window opens at" in text  # seed_batch's word, said by the runner
+        assert runners_lines(text) == []
+        assert "planned 3 jobs" in (tmp_path / "setup.log").read_text()
+        os.killpg(runner.pid, signal.SIGINT)
+        assert runner.wait(timeout=60) == 0
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait()
+
+
 def test_the_demo_window_opens_and_its_jobs_run_visible_with_kubectl(tmp_path):
     """The demo's batch window opens a few minutes after it starts; the portal runs
     on kubesim's clock, so moving that clock opens it now. Its Jobs run on the

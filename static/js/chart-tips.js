@@ -58,14 +58,4 @@
   keys.className = "visually-hidden";
   keys.textContent = "Arrow keys step through the values.";
   document.body.appendChild(keys);
-  // On a phone a chart scrolls sideways (its labels stay readable): show its latest
-  // bar or point, not the month's first days, which are often empty.
-  document.querySelectorAll("figure.chart").forEach(function (chart) {
-    if (chart.scrollWidth <= chart.clientWidth) return;
-    var marks = chart.querySelectorAll("svg [data-tip]");
-    if (!marks.length) return;
-    var overflow = marks[marks.length - 1].getBoundingClientRect().right + 16 -
-      chart.getBoundingClientRect().right;
-    if (overflow > 0) chart.scrollLeft += overflow;
-  });
 })();

@@ -18,7 +18,8 @@ NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 
 @pytest.fixture
 def month_of_usage(vision, nlp, h100, a100, carol, admin_user):
-    actions.set_budget(vision, Decimal("2000"), by=carol)
+    with time_machine.travel(NOW):  # November's budget, set while it runs
+        actions.set_budget(vision, Decimal("2000"), by=carol)
     for day in range(1, 20):
         for hour in (9, 14):
             at = datetime(2026, 11, day, hour, tzinfo=UTC)

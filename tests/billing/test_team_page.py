@@ -73,9 +73,10 @@ def test_it_says_when_metering_is_off(client, alice, settings):
 
 def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert_num_queries):
     client.force_login(alice)
-    # 13, one for the idle showback panel (idle.showback, hooks.on_spend_panel) and
-    # one for quota nobody uses (reports.unused_quota: none here, so no requests read).
-    with django_assert_num_queries(15):
+    # 14 (one the month's own budget), one for the idle showback panel
+    # (idle.showback, hooks.on_spend_panel) and one for quota nobody uses
+    # (reports.unused_quota: none here, so no requests read).
+    with django_assert_num_queries(16):
         client.get("/billing/teams/vision/")
     for day in range(1, 9):  # more days and workloads: the same queries
         meter(
@@ -83,7 +84,7 @@ def test_query_count_is_pinned(client, alice, vision, h100, usage, django_assert
             teams={(vision, h100): (3600, 0, 3600, 0)},
             workloads={(vision, "vision", "Job", f"j{day}", h100): workload(3600, 0, 3600)},
         )
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(16):
         client.get("/billing/teams/vision/")
 
 
@@ -172,9 +173,10 @@ def test_one_day_of_figures_is_one_narrow_bar_at_its_date(client, alice, usage):
     client.force_login(alice)
     page = client.get("/billing/teams/vision/").content.decode()
     bars, labels, names = _daily_chart(page)
+    # The 10th is today, metered to 10:00: its bar is told as partial.
     assert {bar["title"] for bar in bars} == {
-        "10 Nov: Active 2 GPU-hours",
-        "10 Nov: Idle 6 GPU-hours",
+        "10 Nov: Active 2 GPU-hours so far (10 of 24 hours metered)",
+        "10 Nov: Idle 6 GPU-hours so far (10 of 24 hours metered)",
     }
     slot = (charts.WIDTH - charts.LEFT - charts.RIGHT) / 30  # November's days
     for bar in bars:
@@ -194,4 +196,4 @@ def test_a_bar_is_never_wider_than_a_few_days():
 
     chart = charts.stacked_bars([{"label": "10 Nov", "active_gpu_hours": 3}], "label")
     assert chart.bars[0]["width"] == charts.MAX_BAR_WIDTH
-    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov")]
+    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov", False)]

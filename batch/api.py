@@ -95,7 +95,7 @@ class WindowViewSet(
             OpenApiParameter("status", enum=["", *BatchJob.Status.values]),
             OpenApiParameter("team", str, description="Team slug."),
             OpenApiParameter(
-                "window", str, pattern=r"^[0-9]{0,18}$", description="Window id of the plan."
+                "window", str, pattern=r"^[0-9]{0,15}$", description="Window id of the plan."
             ),
         ],
     )

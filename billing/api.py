@@ -19,6 +19,7 @@ from cluster.models import Flavor
 from teams import access
 from teams.api import Reviewers, ReviewersWrite, refuse_unknown_parameters
 from teams.models import Membership, Team
+from teams.schema import ERROR_400
 from teams.serializers import ErrorSerializer
 
 GROUPS = ("team", "flavor", "day", "workload")
@@ -197,7 +198,7 @@ class FocusExportView(APIView):
         ],
         responses={
             (200, "text/csv"): OpenApiTypes.STR,
-            400: ErrorSerializer,
+            400: ERROR_400,
             403: ErrorSerializer,
             404: NOT_YOURS,
         },

@@ -281,8 +281,14 @@ def _fold(rows):
 
 
 def anchored(ticks):
-    """(x %, label, text-anchor): the last label ends at the right edge."""
-    return [(x, label, "end" if x >= 99 else "start" if x <= 1 else "middle") for x, label in ticks]
+    """(x %, label, text-anchor, minor): the first label starts at the left edge, the
+    last ends at the right; on a phone the minor ones (every other of more than six)
+    give way, so the others never overprint each other."""
+    many = len(ticks) > 6
+    return [
+        (x, label, "end" if x >= 99 else "start" if x <= 1 else "middle", many and i % 2 == 1)
+        for i, (x, label) in enumerate(ticks)
+    ]
 
 
 # --- top idle workloads, repeats grouped ---

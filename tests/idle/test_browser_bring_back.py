@@ -34,6 +34,16 @@ def notice_link():
     return urlparse(link).path
 
 
+# The 24-hour strip's time labels that overprint another (those shown).
+OVERPRINTED = """() => {
+  const boxes = [...document.querySelectorAll('svg.heat-axis text')]
+    .map(t => [t.textContent, t.getBoundingClientRect()]).filter(([, b]) => b.width > 0);
+  return boxes.flatMap(([a, b], i) => boxes.slice(i + 1)
+    .filter(([, c]) => Math.min(b.right, c.right) - Math.max(b.left, c.left) > 0)
+    .map(([c]) => `${a} / ${c}`));
+}"""
+
+
 def test_the_notice_opens_the_card_and_bring_it_back_restores_the_replicas(
     transactional_db,
     prometheus,  # noqa: F811
@@ -84,6 +94,7 @@ def test_the_notice_opens_the_card_and_bring_it_back_restores_the_replicas(
             shot(page, f"idle-team-panel-{scheme}-{size}")
             page.goto(link)
             assert page.evaluate(fits), f"the report card scrolls sideways at {width} px"
+            assert page.evaluate(OVERPRINTED) == [], f"the 24-hour axis at {width} px"
             shot(page, f"idle-card-scaled-{scheme}-{size}")
     page.goto("/teams/vision/")
     page.click("#idle-scaled a:has-text('Its report card')")

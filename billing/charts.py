@@ -75,7 +75,11 @@ class Chart:
         return self.top + self.plot_height
 
     def label_x(self, x, label):
-        self.x_labels.append((x, label, len(self.x_labels) % 2 == 1))
+        """A label under `x`: every other one minor (a phone hides those); one at the
+        plot's right edge ends there, not half past the chart's."""
+        at_edge = x >= self.left + self.plot_width - 1
+        anchor = "end" if at_edge else "middle"
+        self.x_labels.append((x, label, len(self.x_labels) % 2 == 1, anchor))
 
     def y_of(self, value, maximum):
         return self.top + self.plot_height * (1 - float(value) / float(maximum))

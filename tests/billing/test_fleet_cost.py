@@ -170,7 +170,7 @@ def test_the_page_shows_the_same_split_and_drills_down_to_each_team(november, cl
     assert "32.00 USD" in page  # vision's used and idle reserved together (13.11 + 18.89)
     # The chart: a bar per month, November's four parts in its title and table.
     chart = response.context["fleet"]["chart"]
-    assert [label for _, label in chart.x_labels][-1] == "Nov 2026"
+    assert [label for _, label, *_ in chart.x_labels][-1] == "Nov 2026"
     titles = [bar["title"] for bar in chart.bars]
     assert "Nov 2026: Reserved by teams, used 21.11 USD" in titles
     assert "Nov 2026: Unreserved, idle 153.44 USD" in titles

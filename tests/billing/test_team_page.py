@@ -196,4 +196,16 @@ def test_a_bar_is_never_wider_than_a_few_days():
 
     chart = charts.stacked_bars([{"label": "10 Nov", "active_gpu_hours": 3}], "label")
     assert chart.bars[0]["width"] == charts.MAX_BAR_WIDTH
-    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov", False)]
+    assert chart.x_labels == [(chart.left + chart.plot_width / 2, "10 Nov", False, "middle")]
+
+
+def test_a_line_charts_last_label_ends_at_its_edge_not_past_it():
+    """The last day stands at the plot's right edge: its label ends there (a middle
+    anchor drew half of it past the chart, clipped)."""
+    from billing import charts
+
+    chart = charts.line_chart(
+        ["1 Dec", "2 Dec", "3 Dec"], [{"label": "x", "values": [1, 2, 3]}], "GPU-hours"
+    )
+    anchors = [(label, anchor) for _, label, _, anchor in chart.x_labels]
+    assert anchors == [("1 Dec", "middle"), ("2 Dec", "middle"), ("3 Dec", "end")]

@@ -32,6 +32,7 @@ from batch import actions as batch_actions
 from batch.models import ImageRule
 from billing import actions as billing_actions
 from gpu_requests import actions
+from idle import actions as idle_actions
 from idle.models import IdleState
 from notifications import actions as hook_actions
 from teams import actions as team_actions
@@ -415,6 +416,11 @@ def world(admin_user, alice, carol, bob, charlie, vision, nlp, h100, a100, setti
     # Nothing listens on the discard port: one attempt, and the delivery has failed.
     settings.PORTAL_WEBHOOK_MAX_ATTEMPTS = 1
     hook_actions.deliver(hook_actions.send_test(None, by=admin_user).pk)
+    # Quota held now, which its team may give back ("End quota now…"), and a team's
+    # idle policy ("Remove" on the policies page).
+    now_held = submit(nlp, a100, bob, gpus=1, starts_at=timezone.now())
+    actions.approve(now_held, by=admin_user)
+    idle_actions.set_policy(a100, nlp, by=admin_user, idle_minutes=30, grace_minutes=10)
     token_actions.create_token(alice, name="laptop", days=30)
     token_actions.create_token(admin_user, name="ci", days=30)
     team_actions.archive_team(TeamFactory(slug="old", name="Old"), by=admin_user)

@@ -7,12 +7,20 @@ from cluster.inventory import (
     DRA_UNAVAILABLE,
     NODE_SELECTOR,
     Dra,
-    FlavorFigures,
     node_selected,
     take_inventory,
 )
+from cluster.inventory import (
+    FlavorFigures as Figures,
+)
 from cluster.models import Flavor
 from tests.dra import objects
+
+
+def FlavorFigures(devices=0, allocated=0, nodes=None, problem=""):
+    """The inventory's figures with `free` as DRA has it (no XIDs): devices no claim holds."""
+    free = None if devices is None or allocated is None else devices - allocated
+    return Figures(devices, allocated, free, nodes or {}, problem)
 
 
 def flavor(slug, device_class="gpu.nvidia.com", selector=""):

@@ -57,15 +57,16 @@ def split(start, end):
     return _split(queries.fleet_cost(start, end), queries.fleet_cost_of_teams(start, end))
 
 
-def split_by_month(start, end):
-    """{first day of a month: its split} for the months of [start, end), each
-    rounded as `split` rounds that month alone (two queries)."""
+def _rows_by_month(start, end):
+    """The ledger's exact rows per month of [start, end): ({month: flavor rows},
+    {month: team rows}) (two queries). Each month's `_split` rounds it as `split`
+    rounds that month alone."""
     flavors, teams = defaultdict(list), defaultdict(list)
     for row in queries.fleet_cost(start, end, by_month=True):
         flavors[row["month"]].append(row)
     for row in queries.fleet_cost_of_teams(start, end, by_month=True):
         teams[row["month"]].append(row)
-    return {month: _split(rows, teams[month]) for month, rows in sorted(flavors.items())}
+    return flavors, teams
 
 
 def _split(flavor_rows, team_rows):
@@ -187,9 +188,12 @@ def opencost_shares(fleet_cost, allocated):
 def opencost(start, end):
     """OpenCost's rule over the same ledger rows as `split`: per cluster, each
     team's and the other pods' cost with their share of idle (two queries)."""
-    flavors = list(queries.fleet_cost(start, end))
+    return _opencost(list(queries.fleet_cost(start, end)), queries.fleet_cost_of_teams(start, end))
+
+
+def _opencost(flavors, team_rows):
     allocated = defaultdict(Decimal)
-    for row in queries.fleet_cost_of_teams(start, end):
+    for row in team_rows:
         allocated[row["team__slug"]] += row["used"]
     allocated[OUTSIDE] = sum((row["outside_teams"] for row in flavors), Decimal(0))
     fleet_cost = sum((row["fleet_cost"] for row in flavors), Decimal(0))
@@ -206,11 +210,14 @@ def page(month, months_before):
     """What "Where the GPU money went" shows for `month`: its split, OpenCost's
     view of it beside each team, and a stacked bar per month for the chart
     (`months_before`: the Month objects of the months before it, oldest first).
-    Six queries."""
+    Two queries: the months' ledger rows, the shown month's among them."""
     first = months_before[0] if months_before else month
-    by_month = split_by_month(first.start, month.end)
-    shown = split(month.start, month.end)
-    opencost_view = opencost(month.start, month.end)[settings.PORTAL_CLUSTER_NAME]
+    flavors, teams = _rows_by_month(first.start, month.end)
+    by_month = {start: _split(rows, teams[start]) for start, rows in sorted(flavors.items())}
+    shown = by_month.get(month.start) or _split([], [])
+    opencost_view = _opencost(flavors[month.start], teams[month.start])[
+        settings.PORTAL_CLUSTER_NAME
+    ]
     for team in shown["teams"]:
         team["opencost"] = opencost_view["parties"].get(team["team"], {}).get("total")
     # From the first month metered: months before it would be empty bars.

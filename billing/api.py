@@ -155,9 +155,10 @@ def _usage_row(row, currency):
     return out
 
 
-class FocusQuery(UsageQuery):
+class FocusQuery(PeriodQuery):
     """A period (a month, or `from` and `to` on the hour), a team, and the rows' span."""
 
+    team = serializers.CharField(required=False, allow_blank=True, max_length=63)
     granularity = serializers.ChoiceField(list(focus.GRANULARITIES), default="day")
     PARAMETERS = ("team", "from", "to", "month", "granularity")
 

@@ -13,8 +13,10 @@ from gpu_requests import capacity
 
 WIDTH = 1000  # viewBox units; the SVG scales to its container
 LINE_HEIGHT = 120  # the reserved-GPUs area
-LANE = 22  # one bar per lane
+LANE = 32  # a lane: its label's line, then its bar
+BAR = 12  # a bar's height
 MAX_LANES = 30  # per section; the rest are counted
+LABEL_CHARS = 24  # fit half a phone's chart (a lane's label has at least half the width)
 
 
 @dataclass
@@ -24,9 +26,12 @@ class Bar:
     y: float
     label: str
     title: str
+    short: str = ""  # the label on a phone, when it has to be shortened
     href: str = ""
     open_end: bool = False
     kind: str = ""  # "window": a segment of a recurring holder's row
+    label_x: float = 0  # percent; the label's line is above the bar, never over one
+    anchor: str = "start"
 
 
 @dataclass
@@ -52,6 +57,7 @@ class Chart:
     over: bool
     width: int = WIDTH
     line_height: int = LINE_HEIGHT
+    bar: int = BAR
 
 
 def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of, lane_of=None):
@@ -90,20 +96,20 @@ def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of
         section = Section(name=name, y=offset)
         shown = [(r, label_of(r)) for r in sorted(rows, key=lambda r: (r.starts_at, r.pk))]
         shown = [(r, label) for r, label in shown if label is not None]
-        lanes = {}  # key: (lane number, segments so far), in order of first start
+        lanes = {}  # key: [lane number, its bars], in order of first start
         for r, label in shown:
             key = (lane_of and lane_of(r)) or ("one", getattr(r, "source", ""), r.pk)
-            lane, segments = lanes.setdefault(key, (len(lanes), 0))
-            lanes[key] = (lane, segments + 1)
+            lane, bars = lanes.setdefault(key, (len(lanes), []))
             if lane >= MAX_LANES:
                 continue
             left = x(r.starts_at)
-            section.bars.append(
+            bars.append(
                 Bar(
                     x=left / WIDTH * 100,
                     width=max(x(r.ends_at) - left, 3) / WIDTH * 100,
-                    y=offset + 18 + lane * LANE,
-                    label="" if segments else label,
+                    y=offset + 18 + lane * LANE + LANE - BAR - 4,
+                    label="" if bars else label,
+                    short="" if bars else _short(label),
                     title=f"{label}: {r.starts_at:%Y-%m-%d %H:%M} → "
                     + (f"{r.ends_at:%Y-%m-%d %H:%M} UTC" if r.ends_at else "open-ended"),
                     href=link_of(r),
@@ -111,6 +117,11 @@ def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of
                     kind="" if key[0] == "one" else "window",
                 )
             )
+        for _, bars in lanes.values():
+            if bars:
+                _place_label(bars)
+            section.bars.extend(bars)
+        section.bars.sort(key=lambda bar: bar.y)
         section.hidden = max(len(lanes) - MAX_LANES, 0)
         lanes = min(len(lanes), MAX_LANES) or 1
         offset += 18 + lanes * LANE + (16 if section.hidden else 0) + 14
@@ -133,3 +144,19 @@ def chart(flavor, total, held, pending, starts_at, days=28, *, label_of, link_of
         sections=sections,
         over=peak > total,
     )
+
+
+def _short(label):
+    return "" if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+
+
+def _place_label(bars):
+    """A lane's label goes on the line above its bars, from where the lane starts
+    when that is in the left half, else ending where it ends: either way it has half
+    the chart's width, at any screen width."""
+    first = bars[0]
+    left, right = first.x, max(bar.x + bar.width for bar in bars)
+    if left < 50:
+        first.label_x, first.anchor = left, "start"
+    else:
+        first.label_x, first.anchor = min(right, 100), "end"

@@ -97,7 +97,8 @@ PROBLEMS = """() => {
   }
   const overlap = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1
     && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
-  const charts = document.querySelectorAll('figure.chart > svg, svg.heat-axis, svg.spark');
+  const charts = document.querySelectorAll(
+    'figure.chart > svg, svg.heat-axis, svg.spark, svg.gantt');
   for (const svg of charts) {
     if (!svg.getClientRects().length) continue;
     const name = svg.closest('[id]')?.id || svg.getAttribute('class');
@@ -108,7 +109,8 @@ PROBLEMS = """() => {
       .filter(t => t.getClientRects().length)
       .map(t => ({ text: t.textContent, box: t.getBoundingClientRect() }));
     // Its scale: numbers on the chart, or beside it in its cell (a table's sparkline).
-    const scale = svg.matches('.spark') ? svg.parentElement.innerText : texts.map(t => t.text);
+    const scale = svg.matches('.spark') ? svg.parentElement.innerText
+      : svg.matches('.gantt') ? figure.querySelector('.ticks').innerText : texts.map(t => t.text);
     if (!/\\d/.test(scale)) problems.push(`${name} has no scale`);
     texts.forEach((t, i) => {
       const b = t.box;
@@ -120,7 +122,7 @@ PROBLEMS = """() => {
       texts.slice(i + 1).forEach(u => {
         if (overlap(b, u.box)) problems.push(`${name}: "${t.text}" overprints "${u.text}"`);
       });
-      for (const bar of svg.querySelectorAll('rect[data-tip]')) {
+      for (const bar of svg.querySelectorAll('rect[data-tip], .gantt .bar rect')) {
         if (overlap(b, bar.getBoundingClientRect())) {
           problems.push(`${name}: "${t.text}" overprints a bar`);
           break;

@@ -92,8 +92,9 @@ def test_a_batch_window_is_one_named_row_with_a_segment_per_opening(
             )
         )
         assert len(rows) == 1  # one row
-        # Named once, over its segments.
-        assert chart.count('class="lane-label">Nights (batch window) · 4 GPUs</text>') == 1
+        # Named once, on the line above its segments (shortened for phones).
+        assert chart.count('class="full">Nights (batch window) · 4 GPUs</text>') == 1
+        assert chart.count('class="short" aria-hidden="true">Nights (batch window) ·…</text>') == 1
         assert "Nights (batch window) · 4 GPUs: " in chart  # every segment's tooltip
         assert "Vision · 2 GPUs · #" in chart
         legend = chart.split('aria-label="Legend"')[1]

@@ -1,5 +1,6 @@
 """State changes of the cluster layer: recording the inventory, pinning capacity."""
 
+import logging
 from dataclasses import asdict
 
 from django.db import transaction
@@ -9,14 +10,41 @@ from django.utils.dateparse import parse_datetime
 from cluster import capacity as catalog_capacity
 from cluster import kube
 from cluster.inventory import Dra, claimed_devices, quota_usage, take_inventory
-from cluster.models import DraAllocation, Flavor, FlavorCapacity, GpuNode, NamespaceQuota
+from cluster.models import (
+    Cluster,
+    DraAllocation,
+    Flavor,
+    FlavorCapacity,
+    GpuNode,
+    NamespaceQuota,
+    default_cluster,
+)
 from teams import access, errors
 from teams.models import Team
 from teams.namespaces import namespace_of
 
+log = logging.getLogger(__name__)
 
-def record_inventory(cluster=None, now=None):
-    """Read Nodes and Pods; record GPU nodes and each flavor's devices and allocation.
+
+def record_inventories(now=None):
+    """Every cluster's inventory, one after the other: one that does not answer is
+    marked so (and its last figures kept), and holds up none of the others.
+    The number of clusters recorded."""
+    recorded = 0
+    for entry in Cluster.objects.all():
+        try:
+            record_inventory(now=now, entry=entry)
+        except kube.ClusterError as exc:
+            log.warning("Inventory of cluster %s failed: %s", entry.slug, exc)
+            continue
+        recorded += 1
+    return recorded
+
+
+def record_inventory(cluster=None, now=None, *, entry=None):
+    """Read Nodes and Pods of `entry` (a Cluster; default: `default`, through
+    `cluster`, its client); record GPU nodes and its flavors' devices and allocation,
+    and what the cluster is (`Cluster`'s state: reachable, version, what it serves).
 
     The devices become the flavor's capacity for approvals (Flavor.capacity), so
     the approval check counts what the cluster has, at no extra query.
@@ -33,9 +61,20 @@ def record_inventory(cluster=None, now=None):
     what pods bound to those nodes ask for. Each team namespace's GPU quota and what its pods use
     of it (`status.used`) become `NamespaceQuota` rows, read by the pages.
     """
-    cluster = cluster or kube.cluster()
+    entry = entry or Cluster.objects.get(pk=default_cluster())
     now = now or timezone.now()
-    flavors = list(Flavor.objects.all())
+    try:
+        return _record_inventory(cluster or kube.cluster(entry), now, entry)
+    except kube.ClusterError as exc:
+        Cluster.objects.filter(pk=entry.pk).update(
+            reachable=False, checked_at=now, problem=str(exc)[:2000]
+        )
+        raise
+
+
+def _record_inventory(cluster, now, entry):
+    state = read_state(cluster)
+    flavors = list(Flavor.objects.filter(cluster=entry))
     dra = read_dra(cluster) if any(flavor.is_dra for flavor in flavors) else None
     inventory = take_inventory(
         cluster.list("Node"), cluster.list("Pod"), flavors, dra, catalog_capacity.unusable_gpus()
@@ -48,9 +87,13 @@ def record_inventory(cluster=None, now=None):
         refusals += cluster.list("Event", field_selector="reason=FailedResourceClaimCreation")
     usage = quota_usage(cluster.list("ResourceQuota"), refusals, team_of)
     with transaction.atomic():
-        NamespaceQuota.objects.all().delete()
+        Cluster.objects.filter(pk=entry.pk).update(
+            **state, reachable=True, checked_at=now, inventory_at=now, problem=""
+        )
+        NamespaceQuota.objects.filter(cluster=entry).delete()
         NamespaceQuota.objects.bulk_create(
             NamespaceQuota(
+                cluster=entry,
                 team_id=team_of[namespace],
                 resource_name=resource,
                 hard=figures.hard,
@@ -62,9 +105,9 @@ def record_inventory(cluster=None, now=None):
             for namespace, resources in usage.items()
             for resource, figures in resources.items()
         )
-        GpuNode.objects.all().delete()
+        GpuNode.objects.filter(cluster=entry).delete()
         GpuNode.objects.bulk_create(
-            GpuNode(**asdict(node), observed_at=now) for node in inventory.nodes
+            GpuNode(**asdict(node), cluster=entry, observed_at=now) for node in inventory.nodes
         )
         for flavor in flavors:
             figures = inventory.flavors[flavor.slug]
@@ -108,6 +151,16 @@ def record_allocations(claimed, flavors, now):
         unique_fields=["claim_uid", "pod_uid", "driver", "pool", "device"],
         update_fields=["last_seen", "flavor", "node"],
     )
+
+
+def read_state(cluster):
+    """What the cluster is: its version and whether it serves DRA and admission
+    policies (`Cluster`'s fields). One GET, and discovery's (cached)."""
+    return {
+        "version": str(cluster.call("GET", "/version").get("gitVersion", ""))[:64],
+        "serves_dra": cluster.serves("DeviceClass"),
+        "serves_admission_policies": cluster.serves("ValidatingAdmissionPolicy"),
+    }
 
 
 def read_dra(cluster):

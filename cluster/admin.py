@@ -2,8 +2,39 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 
 from cluster import actions, capacity
-from cluster.models import FlavorCapacity, GpuNode
+from cluster.models import Cluster, FlavorCapacity, GpuNode
 from teams.access import can_review
+
+STATE = [
+    "reachable",
+    "checked_at",
+    "inventory_at",
+    "version",
+    "serves_dra",
+    "serves_admission_policies",
+    "problem",
+]
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "region", "reachable", "version", "inventory_at"]
+    prepopulated_fields = {"slug": ["name"]}
+    readonly_fields = STATE
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "region"]}),
+        (
+            "How the portal reaches it",
+            {
+                "fields": ["kubeconfig", "context", "prometheus_url", "prometheus_label"],
+                "description": "docs/clusters.md says what identity the portal needs there.",
+            },
+        ),
+        ("What the inventory last found", {"fields": STATE}),
+    ]
+
+    def has_change_permission(self, request, obj=None):
+        return can_review(request.user) and super().has_change_permission(request, obj)
 
 
 @admin.register(FlavorCapacity)

@@ -396,24 +396,35 @@ class Cluster:
 _local = threading.local()
 
 
-def cluster():
-    """This thread's Cluster, built from settings on first use (not at import)."""
-    current = getattr(_local, "cluster", None)
+def connection_of(entry=None):
+    """(kubeconfig, context) of `entry`, a `cluster.models.Cluster` (None: the
+    portal's own cluster): its own where it names them, else the settings'."""
+    kubeconfig, context = settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT
+    if entry is not None and entry.kubeconfig:
+        kubeconfig, context = entry.kubeconfig, None
+    if entry is not None and entry.context:
+        context = entry.context
+    return kubeconfig, context
+
+
+def cluster(entry=None):
+    """This thread's client of `entry` (a `cluster.models.Cluster`; None: the one
+    the settings name), built on first use (not at import), one per connection."""
+    clients = _local.__dict__.setdefault("clients", {})
+    key = connection_of(entry)
+    current = clients.get(key)
     if current is None:
-        configuration = load_configuration(settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT)
         current = Cluster(
-            configuration,
+            load_configuration(*key),
             timeout=settings.PORTAL_KUBE_TIMEOUT,
             retries=settings.PORTAL_KUBE_RETRIES,
             reserved=namespaces.reserved,
         )
-        _local.cluster = current
+        clients[key] = current
     return current
 
 
 def reset():
-    """Forget this thread's Cluster (tests that switch API servers)."""
-    current = getattr(_local, "cluster", None)
-    if current is not None:
+    """Forget this thread's clients (tests that switch API servers)."""
+    for current in _local.__dict__.pop("clients", {}).values():
         current.close()
-        _local.cluster = None

@@ -33,6 +33,95 @@ device_class_validator = RegexValidator(
 )
 
 
+class Cluster(models.Model):
+    """A Kubernetes cluster the portal serves: how to reach its API server and its
+    metrics, and what the inventory last found there (`cluster.actions.record_inventory`).
+
+    Flavors belong to one; a request names a flavor, so it names a cluster. An
+    installation made before there were several has one, `default`, reached
+    through the portal's own settings (PORTAL_KUBECONFIG and friends)."""
+
+    DEFAULT = "default"
+
+    name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
+    slug = models.SlugField(max_length=50, unique=True)
+    region = models.CharField(max_length=100, blank=True, validators=[validate_one_line])
+    kubeconfig = models.CharField(
+        max_length=1000,
+        blank=True,
+        validators=[validate_one_line],
+        help_text="Path of a kubeconfig file on the portal's hosts (e.g. a Secret mounted "
+        "into its pods). Empty: the portal's own settings (PORTAL_KUBECONFIG, $KUBECONFIG, "
+        "then in-cluster).",
+    )
+    context = models.CharField(
+        max_length=253,
+        blank=True,
+        validators=[validate_one_line],
+        help_text="The kubeconfig's context to use. Empty: its current context.",
+    )
+    prometheus_url = models.URLField(
+        "Prometheus URL", blank=True, help_text="Empty: the portal's (PORTAL_PROMETHEUS_URL)."
+    )
+    prometheus_label = models.CharField(
+        max_length=253,
+        blank=True,
+        validators=[validate_one_line],
+        help_text="In a Prometheus shared by several clusters, the value of the `cluster` "
+        "label on this one's series. Empty: its series carry none.",
+    )
+    # What the last inventory found (null: not looked yet).
+    reachable = models.BooleanField(null=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    inventory_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its inventory was last recorded whole."
+    )
+    version = models.CharField(max_length=64, blank=True)
+    serves_dra = models.BooleanField(null=True)
+    serves_admission_policies = models.BooleanField(null=True)
+    problem = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        super().clean()
+        if self.pk and self.slug != Cluster.DEFAULT:
+            was = Cluster.objects.filter(pk=self.pk).values_list("slug", flat=True).first()
+            if was == Cluster.DEFAULT:
+                raise ValidationError({"slug": "The default cluster keeps its slug."})
+        if self.slug == Cluster.DEFAULT and (self.kubeconfig or self.context):
+            raise ValidationError(
+                {
+                    "kubeconfig": "The default cluster is reached through the portal's "
+                    "settings (PORTAL_KUBECONFIG, PORTAL_KUBE_CONTEXT): leave these empty."
+                }
+            )
+
+    @property
+    def label(self):
+        """Its name and region, for pages."""
+        return f"{self.name} ({self.region})" if self.region else self.name
+
+    @property
+    def state(self):
+        """In a word, for pages: `unknown`, `reachable` or `unreachable`."""
+        return {None: "unknown", True: "reachable", False: "unreachable"}[self.reachable]
+
+
+def default_cluster():
+    """The pk of the cluster a flavor belongs to when none is named: `default`,
+    made (reached through the portal's own settings) the first time it is needed.
+    Reads only its pk: migrations call it too, on a table of their time."""
+    found = Cluster.objects.filter(slug=Cluster.DEFAULT).values_list("pk", flat=True).first()
+    if found is not None:
+        return found
+    return Cluster.objects.get_or_create(slug=Cluster.DEFAULT, defaults={"name": "default"})[0].pk
+
+
 class Flavor(models.Model):
     """One entry of the GPU catalog: what a team can ask quota for.
 
@@ -50,6 +139,9 @@ class Flavor(models.Model):
         MIG = "mig", "MIG slice"
         TIME_SLICED = "time-sliced", "Time-sliced"
 
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.PROTECT, related_name="flavors", default=default_cluster
+    )
     name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
     slug = models.SlugField(max_length=50, unique=True)
     gpu_model = models.CharField(max_length=100, validators=[validate_one_line])
@@ -151,19 +243,24 @@ class Flavor(models.Model):
         that a single quota key cannot tell apart from this one."""
         flavors = Flavor.objects.all() if flavors is None else flavors
         group = shared_resource_names(flavors).get(self.resource_name, [])
-        return [flavor for flavor in group if flavor != self]
+        return [f for f in group if f != self and f.cluster_id == self.cluster_id]
 
 
 def shared_resource_names(flavors):
     """{resource name: [flavors]} for each resource name that several of `flavors` use.
 
-    A quota caps a resource name, not a flavor: flavors sharing one share a cap,
-    and only node selectors keep their jobs apart.
+    A quota caps a resource name, not a flavor: flavors sharing one in a cluster
+    share a cap there, and only node selectors keep their jobs apart. (Flavors of
+    other clusters are listed together too; `shares_resource_with` tells them apart.)
     """
     by_resource = {}
     for flavor in flavors:
-        by_resource.setdefault(flavor.resource_name, []).append(flavor)
-    return {name: group for name, group in by_resource.items() if len(group) > 1}
+        by_resource.setdefault((flavor.cluster_id, flavor.resource_name), []).append(flavor)
+    shared = {}
+    for (_, name), group in by_resource.items():
+        if len(group) > 1:
+            shared.setdefault(name, []).extend(group)
+    return shared
 
 
 class FlavorCapacity(models.Model):
@@ -205,7 +302,10 @@ class FlavorCapacity(models.Model):
 class GpuNode(models.Model):
     """A GPU node as the inventory task last saw it (replaced on every run)."""
 
-    name = models.CharField(max_length=253, unique=True)
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="nodes", default=default_cluster
+    )
+    name = models.CharField(max_length=253)
     pool = models.CharField(max_length=253, blank=True)
     gpu_model = models.CharField(max_length=253, blank=True)
     allocatable = models.JSONField(default=dict)  # resource name -> devices
@@ -224,6 +324,9 @@ class GpuNode(models.Model):
 
     class Meta:
         ordering = ["pool", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="one_node_per_name")
+        ]
 
     def __str__(self):
         return self.name
@@ -254,6 +357,9 @@ class NamespaceQuota(models.Model):
     accessor), so gpu_requests shows it without importing this app.
     """
 
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.CASCADE, related_name="+", default=default_cluster
+    )
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quota_usage")
     resource_name = models.CharField(max_length=253)
     hard = models.PositiveIntegerField()
@@ -266,7 +372,7 @@ class NamespaceQuota(models.Model):
         ordering = ["resource_name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["team", "resource_name"], name="one_quota_row_per_resource"
+                fields=["cluster", "team", "resource_name"], name="one_quota_row_per_resource"
             )
         ]
 

@@ -21,4 +21,4 @@ def sync_with_retries(task, action, *args):
 
 @shared_task(name="cluster.record_inventory", acks_late=True)
 def record_inventory():
-    return actions.record_inventory()
+    return actions.record_inventories()

@@ -23,16 +23,17 @@ class FlavorAdmin(admin.ModelAdmin):
     list_display = [
         "name",
         "slug",
+        "cluster",
         "sharing",
         "held_as",
         "capacity",
         "price_per_gpu_hour",
         "is_active",
     ]
-    list_filter = ["sharing", "is_active"]
+    list_filter = ["cluster", "sharing", "is_active"]
     prepopulated_fields = {"slug": ["name"]}
     fieldsets = [
-        (None, {"fields": ["name", "slug", "gpu_model", "memory_gb", "sharing"]}),
+        (None, {"fields": ["cluster", "name", "slug", "gpu_model", "memory_gb", "sharing"]}),
         (
             "Held as an extended resource",
             {

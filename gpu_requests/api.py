@@ -58,7 +58,7 @@ class TeamViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
 class FlavorViewSet(APIViewSetMixin, viewsets.ReadOnlyModelViewSet):
     """The GPU catalog: flavors that can be requested now."""
 
-    queryset = Flavor.objects.filter(is_active=True)
+    queryset = Flavor.objects.filter(is_active=True).select_related("cluster")
     serializer_class = FlavorSerializer
     lookup_field = "slug"
 

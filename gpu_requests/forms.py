@@ -230,8 +230,9 @@ class FlavorPropertiesForm(forms.Form):
 def flavor_offers(flavors, *, gpus=None, starts_at=None, ends_at=None, now=None):
     """[{flavor, offer, price, total, hourly, free, capacity}] for the matching table: what
     each flavor would cost for this request and what is free over its period (from now,
-    open-ended, until a start is typed). One query per reservation source."""
-    flavors = list(flavors)
+    open-ended, until a start is typed), by cluster. One query per reservation source
+    (`flavors` with their clusters: `select_related("cluster")`)."""
+    flavors = sorted(flavors, key=lambda f: (f.cluster.name, f.name))  # grouped by cluster
     starts_at = starts_at or now or timezone.now()
     if ends_at is not None and ends_at <= starts_at:
         ends_at = None

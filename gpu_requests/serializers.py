@@ -60,6 +60,9 @@ class TeamSerializer(serializers.ModelSerializer):
 
 
 class FlavorSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, help_text="The cluster the flavor's GPUs are in."
+    )
     node_selector = serializers.DictField(
         child=serializers.CharField(), help_text="Kubernetes node labels the GPUs carry."
     )
@@ -77,6 +80,7 @@ class FlavorSerializer(serializers.ModelSerializer):
         fields = [
             "slug",
             "name",
+            "cluster",
             "gpu_model",
             "memory_gb",
             "sharing",

@@ -407,7 +407,7 @@ def _form_context(form, properties, **extra):
     with its price, the request's cost and what is free over its period."""
     typed = getattr(form, "cleaned_data", None) or form.initial or {}
     offers = flavor_offers(
-        form.fields["flavor"].queryset,
+        form.fields["flavor"].queryset.select_related("cluster"),
         gpus=typed.get("gpus"),
         starts_at=typed.get("starts_at"),
         ends_at=typed.get("ends_at"),
@@ -417,6 +417,7 @@ def _form_context(form, properties, **extra):
         "estimate": form.estimate(),
         "properties": properties,
         "offers": offers,
+        "several_clusters": len({row["flavor"].cluster_id for row in offers}) > 1,
         "period_typed": bool(typed.get("starts_at")),
         "estimate_gpus": typed.get("gpus"),
         **extra,

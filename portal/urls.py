@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/v1/billing/", include("billing.api_urls")),
     path("api/v1/exports/focus", FocusExportView.as_view(), name="focus-export"),
     path("api/v1/", include(fleet_urlpatterns)),
+    path("api/v1/", include("cluster.api_urls")),
     path("api/v1/", include("gpu_requests.api_urls")),
     path("api/v1/", include("batch.api_urls")),
     path("api/v1/", include("idle.api_urls")),

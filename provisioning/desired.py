@@ -9,16 +9,20 @@ import json
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.urls import reverse
 
 from cluster.devices import is_dra_quota_resource
-from cluster.models import Flavor
+from cluster.models import Cluster, Flavor
 from gpu_requests.models import QuotaRequest
 from provisioning import manifests, policies
 from teams import hooks
 from teams.models import Membership, Team
 from teams.namespaces import namespace_of
+
+# The flavors whose quota provisioning writes: the default cluster's, the one the
+# portal's settings reach. (Several clusters: docs/clusters.md says what serves them.)
+SERVED = Q(cluster__slug=Cluster.DEFAULT)
 
 
 @dataclass
@@ -29,7 +33,7 @@ class Desired:
     # What the team holds of each flavor now ({slug: GPUs}), and the catalog's
     # flavors the admission policies tell apart (provisioning.policies).
     held_by_flavor: dict = field(default_factory=dict)
-    policy_flavors: list = field(default_factory=list)
+    flavors: list = field(default_factory=list)  # policies.PolicyFlavor of the served ones
     user_names: list = field(default_factory=list)
     archived: bool = False
     namespace_deleted: bool = False
@@ -44,6 +48,15 @@ class Desired:
         return manifests.group_subjects(
             [settings.PORTAL_RBAC_GROUP_TEMPLATE.format(slug=self.slug)]
         )
+
+    @property
+    def served(self):
+        return {f.slug for f in self.flavors}
+
+    @property
+    def policy_flavors(self):
+        """The flavors the admission policies tell apart: those held by node (not DRA)."""
+        return [f for f in self.flavors if not is_dra_quota_resource(f.resource_name)]
 
     @property
     def namespace(self):
@@ -98,17 +111,18 @@ def digest(objects, hashes=None):
 
 
 def catalog():
-    """(every resource name of the catalog, the flavors the admission policies tell
-    apart): one query.
+    """(every resource name of the served catalog, its flavors): one query.
 
     A quota caps only the keys it lists, so each team's quota lists them all:
     at zero unless the team holds active quota for it. Without that, a team
     granted MIG slices could run any number of whole GPUs.
     """
-    rows = Flavor.objects.values_list("slug", "name", "resource_name", "node_selector")
+    rows = Flavor.objects.filter(SERVED).values_list(
+        "slug", "name", "resource_name", "node_selector"
+    )
     flavors = [policies.PolicyFlavor.of(*row) for row in rows.order_by("slug")]
     resources = sorted({f.resource_name for f in flavors})
-    return resources, [f for f in flavors if not is_dra_quota_resource(f.resource_name)]
+    return resources, flavors
 
 
 def _add_extra_quota(states):
@@ -117,6 +131,8 @@ def _add_extra_quota(states):
     for team_id, held in hooks.extra_holdings(live).items():
         state = states[team_id]
         for (flavor, resource), count in held.items():
+            if flavor not in state.served:
+                continue  # another cluster's flavor
             state.gpus_by_resource[resource] = state.gpus_by_resource.get(resource, 0) + count
             state.held_by_flavor[flavor] = state.held_by_flavor.get(flavor, 0) + count
 
@@ -148,20 +164,24 @@ def desired_states(team_ids=None):
     teams = Team.objects.all()
     if team_ids is not None:
         teams = teams.filter(pk__in=team_ids)
-    resources, policy_flavors = catalog()
+    resources, flavors = catalog()
     states = {
         team_id: Desired(
             team_id,
             slug,
             gpus_by_resource=dict.fromkeys(resources, 0),
-            policy_flavors=policy_flavors,
+            flavors=flavors,
             archived=archived_at is not None,
         )
         for team_id, slug, archived_at in teams.values_list("pk", "slug", "archived_at")
     }
     # Active quota summed per resource name: flavors sharing one name share one
     # cap. An archived team's cap stays at zero.
-    active = QuotaRequest.objects.filter(status=QuotaRequest.Status.ACTIVE, team__archived_at=None)
+    active = QuotaRequest.objects.filter(
+        status=QuotaRequest.Status.ACTIVE,
+        team__archived_at=None,
+        flavor__cluster__slug=Cluster.DEFAULT,
+    )
     if team_ids is not None:
         active = active.filter(team_id__in=list(states))
     rows = active.values("team_id", "flavor__slug", "flavor__resource_name")
@@ -187,17 +207,18 @@ def desired_state(team_id, row=None):
     queries in group mode (three in users mode)."""
     if row is None:
         return desired_states([team_id])[team_id]
-    resources, policy_flavors = catalog()
+    resources, flavors = catalog()
     state = Desired(
         team_id,
         row.team.slug,
         gpus_by_resource=dict.fromkeys(resources, 0),
-        policy_flavors=policy_flavors,
+        flavors=flavors,
     )
     state.archived = row.team.archived_at is not None
     state.namespace_deleted = row.namespace_deleted_at is not None
     active = (
         QuotaRequest.objects.filter(team_id=team_id, status=QuotaRequest.Status.ACTIVE)
+        .filter(flavor__cluster__slug=Cluster.DEFAULT)
         .values("flavor__slug", "flavor__resource_name")
         .annotate(gpus=Sum("gpus"))
         .order_by()

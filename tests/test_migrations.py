@@ -46,3 +46,36 @@ def test_archived_and_inventory_rows_carry_over():
     capacity = new.get_model("cluster", "FlavorCapacity").objects.get()
     assert (capacity.flavor.slug, capacity.devices, capacity.override) == ("h100", 16, 12)
     assert "cluster_flavorcapacity" in connection.introspection.table_names()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_cluster_installation_becomes_the_default_cluster_and_back():
+    """Flavors made before clusters belong to `default`, reached through the settings
+    as before; migrating back drops the clusters and keeps the flavors."""
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    old = migrate([("cluster", "0010_capacity_can_run")])
+    Flavor = old.get_model("cluster", "Flavor")
+    for slug in ("h100", "a100"):
+        Flavor.objects.create(
+            name=slug.upper(), slug=slug, gpu_model=slug, memory_gb=80, capacity=8,
+            price_per_gpu_hour=3,
+        )  # fmt: skip
+
+    new = migrate(latest)
+    Cluster = new.get_model("cluster", "Cluster")
+    default = Cluster.objects.get()
+    assert (default.slug, default.name, default.kubeconfig, default.prometheus_url) == (
+        "default",
+        "default",
+        "",
+        "",
+    )
+    flavors = new.get_model("cluster", "Flavor").objects.order_by("slug")
+    assert [(f.slug, f.cluster_id) for f in flavors] == [("a100", default.pk), ("h100", default.pk)]
+
+    back = migrate([("cluster", "0010_capacity_can_run")])
+    flavors = back.get_model("cluster", "Flavor").objects.order_by("slug")
+    assert [f.slug for f in flavors] == ["a100", "h100"]
+    assert "cluster_cluster" not in connection.introspection.table_names()
+    migrate(latest)

@@ -10,6 +10,7 @@ import json
 import socket
 import ssl
 import sys
+import threading
 import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,16 +62,44 @@ class KubeSimServer(ThreadingHTTPServer):
     def __init__(self, address, sim, tls=None):
         self.sim = sim
         self.tls = tls  # an ssl.SSLContext: serve HTTPS
+        # Open connections (accepted socket -> the one served, TLS-wrapped or not),
+        # dropped with the server as a real one's are.
+        self.connections = {}
+        self.connections_lock = threading.Lock()
         super().__init__(address, Handler)
+
+    def process_request(self, request, client_address):
+        with self.connections_lock:
+            self.connections[request] = request
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self.connections_lock:
+            self.connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def server_close(self):
+        """Stop listening and drop every open connection: a keep-alive client of a
+        stopped server finds it gone, not still answering."""
+        super().server_close()
+        with self.connections_lock:
+            served = list(self.connections.values())
+        for connection in served:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def finish_request(self, request, client_address):
         # The TLS handshake in the connection's own thread, not the accepting one.
+        served = request
         if self.tls is not None:
             try:
-                request = self.tls.wrap_socket(request, server_side=True)
+                served = self.tls.wrap_socket(request, server_side=True)
             except (ssl.SSLError, OSError):
                 return
-        super().finish_request(request, client_address)
+            with self.connections_lock:
+                if request in self.connections:
+                    self.connections[request] = served
+        super().finish_request(served, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):

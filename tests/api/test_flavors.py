@@ -18,6 +18,7 @@ def test_it_describes_a_flavor(alice, a100):
     assert flavor == {
         "slug": "a100",
         "name": "A100 80GB",
+        "cluster": "default",
         "gpu_model": "NVIDIA A100 80GB PCIe",
         "memory_gb": 80,
         "sharing": "whole",

@@ -1,0 +1,70 @@
+"""/api/v1/clusters/: everyone signed in sees where each cluster is and how it
+answered; platform admins also see, add, change and remove how it is reached."""
+
+from django.db.models import ProtectedError
+from django.forms.models import model_to_dict
+from rest_framework import serializers, viewsets
+
+from cluster.models import Cluster
+from teams import access, errors
+from teams.api import APIViewSetMixin, ReviewersWrite
+
+STATE = [
+    "state",
+    "checked_at",
+    "inventory_at",
+    "version",
+    "serves_dra",
+    "serves_admission_policies",
+    "problem",
+]
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    state = serializers.ChoiceField(
+        choices=["unknown", "reachable", "unreachable"],
+        read_only=True,
+        help_text="How the cluster answered the last inventory.",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = ["slug", "name", "region", *STATE]
+        read_only_fields = STATE
+
+
+class ClusterAdminSerializer(ClusterSerializer):
+    class Meta(ClusterSerializer.Meta):
+        fields = [*ClusterSerializer.Meta.fields, "kubeconfig", "context", "prometheus_url",
+                  "prometheus_label"]  # fmt: skip
+
+    def validate(self, attrs):
+        """The model's own rules (the default cluster's), as a 400 naming the field."""
+        entry = Cluster(**{**model_to_dict(self.instance or Cluster()), **attrs})
+        entry.pk = getattr(self.instance, "pk", None)
+        entry.clean()
+        return attrs
+
+
+class ClusterViewSet(APIViewSetMixin, viewsets.ModelViewSet):
+    """The clusters the portal serves. Everyone reads; platform admins write."""
+
+    queryset = Cluster.objects.all()
+    lookup_field = "slug"
+    permission_classes = [ReviewersWrite]
+    write_denied = "Only platform admins can change clusters."
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+    def get_serializer_class(self):
+        if access.can_review(self.request.user):
+            return ClusterAdminSerializer
+        return ClusterSerializer
+
+    def perform_destroy(self, instance):
+        try:
+            instance.delete()
+        except ProtectedError:
+            flavors = ", ".join(instance.flavors.values_list("slug", flat=True))
+            raise errors.ActionError(
+                f"Flavors belong to cluster {instance.slug} ({flavors}): move or delete them first."
+            ) from None

@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from cluster import kube
-from cluster.models import Flavor, GpuNode, NamespaceQuota, shared_resource_names
+from cluster.models import Cluster, Flavor, GpuNode, NamespaceQuota, shared_resource_names
 from gpu_requests import capacity
 from gpu_requests.models import QuotaRequest
 from provisioning import actions, manifests
@@ -33,15 +33,16 @@ def _require_reviewer(user):
 
 @login_required
 def cluster_overview(request):
-    """Every team's sync status and quota, per flavor the three numbers easy to
-    confuse (capacity, reserved by quota now, allocated by running pods), and the
-    GPU nodes. Six queries (and one per registered reservation source), and what
+    """Every cluster's state, every team's sync status and quota, per flavor the three
+    numbers easy to confuse (capacity, reserved by quota now, allocated by running
+    pods), and the GPU nodes. Seven queries (and one per registered reservation source), and what
     the registered panels cost (billing's node pools: three queries and three
     Prometheus queries)."""
     _require_reviewer(request.user)
     now = timezone.now()
     teams = list(Team.objects.select_related("sync").order_by("name"))
-    flavors = list(Flavor.objects.select_related("inventory").order_by("name"))
+    flavors = list(Flavor.objects.select_related("inventory", "cluster").order_by("name"))
+    clusters = list(Cluster.objects.all())
     reserved = defaultdict(int)
     team_reserved = defaultdict(lambda: defaultdict(int))
     held = capacity.all_reservations([f.pk for f in flavors], now, now + timedelta(seconds=1))
@@ -65,7 +66,9 @@ def cluster_overview(request):
         "teams": teams,
         "failing": [t for t in teams if t.sync_status == SyncStatus.FAILING],
         "flavors": flavors,
-        "nodes": GpuNode.objects.all(),
+        "clusters": clusters,
+        "several_clusters": len(clusters) > 1,
+        "nodes": GpuNode.objects.select_related("cluster"),
         "shared": shared_resource_names([f for f in flavors if f.is_active]),
         "now": now,
         "panels": hooks.cluster_panels(now),

@@ -59,7 +59,9 @@ def test_each_cluster_is_inventoried_through_its_own_connection(two_clusters):
         assert entry.serves_dra is False and entry.serves_admission_policies is False
 
 
-def test_a_cluster_that_stops_answering_holds_up_none_of_the_others(two_clusters):
+def test_a_cluster_that_stops_answering_holds_up_none_of_the_others(
+    two_clusters, client, admin_user
+):
     onprem, cloud, cloud_sim = two_clusters
     actions.record_inventories()
     first = Cluster.objects.get(pk=cloud.pk).inventory_at
@@ -74,6 +76,13 @@ def test_a_cluster_that_stops_answering_holds_up_none_of_the_others(two_clusters
     assert cloud.checked_at > first and cloud.problem
     # Its last figures stay until it answers again.
     assert GpuNode.objects.filter(cluster=cloud).count() == 3  # its GPU nodes
+    # The cluster page says which is behind, since when and why.
+    client.force_login(admin_user)
+    page = client.get(reverse("cluster_overview")).content.decode()
+    row = page.split('id="cluster-cloud"')[1].split("</tr>")[0]
+    assert "not answering" in row and "behind since" in row and "Connection refused" in row
+    row = page.split('id="cluster-onprem"')[1].split("</tr>")[0]
+    assert "reachable" in row and "v1." in row and "DRA: no" in row
 
 
 def test_members_see_where_clusters_are_and_how_they_are_admins_what_reaches_them(

@@ -59,6 +59,14 @@ def test_a_held_out_month_of_monday_bursts_does_too(demo):
     assert LAST_LINE.fullmatch(lines[-1]), lines
 
 
+def test_a_month_of_evening_work_never_used_in_tuning_does_too(demo):
+    """Held out for good: every day's work sent in the evening, a pattern first
+    replayed after eta.MARGIN was chosen and never used to choose anything."""
+    seed("evenings")
+    lines = backtest()
+    assert share(lines) >= 80, lines
+
+
 def test_another_confidence_gives_another_range(demo):
     seed("demo")
     assert share(backtest("--confidence", "0.5")) < share(backtest())

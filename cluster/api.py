@@ -3,11 +3,13 @@ answered; platform admins also see, add, change and remove how it is reached."""
 
 from django.db.models import ProtectedError
 from django.forms.models import model_to_dict
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 
 from cluster.models import Cluster
 from teams import access, errors
 from teams.api import APIViewSetMixin, ReviewersWrite
+from teams.schema import ERROR_403, ERROR_404, ERROR_409
 
 STATE = [
     "state",
@@ -38,6 +40,19 @@ class ClusterAdminSerializer(ClusterSerializer):
         fields = [*ClusterSerializer.Meta.fields, "kubeconfig", "context", "prometheus_url",
                   "prometheus_label"]  # fmt: skip
 
+    def to_internal_value(self, data):
+        """Texts are JSON strings: DRF would take 0 for "0"."""
+        if isinstance(data, dict):
+            texts = [n for n, f in self.fields.items() if isinstance(f, serializers.CharField)]
+            wrong = {
+                n: ["Not a valid string."]
+                for n in texts
+                if n in data and not isinstance(data[n], str)
+            }
+            if wrong:
+                raise serializers.ValidationError(wrong)
+        return super().to_internal_value(data)
+
     def validate(self, attrs):
         """The model's own rules (the default cluster's), as a 400 naming the field."""
         entry = Cluster(**{**model_to_dict(self.instance or Cluster()), **attrs})
@@ -46,6 +61,9 @@ class ClusterAdminSerializer(ClusterSerializer):
         return attrs
 
 
+@extend_schema_view(
+    destroy=extend_schema(responses={204: None, 403: ERROR_403, 404: ERROR_404, 409: ERROR_409})
+)
 class ClusterViewSet(APIViewSetMixin, viewsets.ModelViewSet):
     """The clusters the portal serves. Everyone reads; platform admins write."""
 

@@ -76,6 +76,12 @@ TRANSITION_SCHEMA = extend_schema(
 )
 
 
+def _text_pattern(field):
+    """A text filter's length limit (and the NUL ban) as its parameter's pattern."""
+    limit = getattr(field, "max_length", None)
+    return rf"^[^\x00]{{0,{limit}}}$" if limit else None
+
+
 @extend_schema_view(
     list=extend_schema(
         parameters=[
@@ -86,6 +92,7 @@ TRANSITION_SCHEMA = extend_schema(
                 ),
                 type=OpenApiTypes.DATE if name.startswith("period_") else str,
                 description=description,
+                pattern=_text_pattern(RequestFilter.base_fields[name]),
             )
             for name, description in PARAMETERS.items()
         ],

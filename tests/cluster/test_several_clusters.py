@@ -111,6 +111,7 @@ def test_members_see_where_clusters_are_and_how_they_are_admins_what_reaches_the
     assert made.json()["kubeconfig"] == "/etc/portal/edge/kubeconfig"
     for body, fields in (
         ({"name": "Edge\x00", "slug": "edge2"}, {"name"}),
+        ({"name": 0, "slug": "zero", "region": None}, {"name", "region"}),
         ({"name": "Edge", "slug": "Not a slug", "prometheus_url": "ftp://x"}, {"slug", "name",
          "prometheus_url"}),  # the name is taken
         ({"name": "Far", "slug": "far", "kubeconfig": "/etc/a\nb", "region": "x" * 101},

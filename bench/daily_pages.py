@@ -67,7 +67,7 @@ def populate(size, seed=12):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from cluster.models import Flavor
+    from cluster.models import Flavor, default_cluster
     from gpu_requests.models import QuotaRequest
     from teams.models import AuditEvent, Membership, Team
 
@@ -83,6 +83,7 @@ def populate(size, seed=12):
     )
     flavors = Flavor.objects.bulk_create(
         Flavor(
+            cluster_id=default_cluster(),
             name=f"Flavor {i}",
             slug=f"flavor-{i}",
             gpu_model="NVIDIA H100",

@@ -140,7 +140,11 @@ class Flavor(models.Model):
         TIME_SLICED = "time-sliced", "Time-sliced"
 
     cluster = models.ForeignKey(
-        Cluster, on_delete=models.PROTECT, related_name="flavors", default=default_cluster
+        Cluster,
+        on_delete=models.PROTECT,
+        related_name="flavors",
+        blank=True,  # saved as `default` (save())
+        help_text="The cluster its GPUs are in. Empty: the default cluster.",
     )
     name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
     slug = models.SlugField(max_length=50, unique=True)
@@ -192,6 +196,13 @@ class Flavor(models.Model):
 
     def __str__(self):
         return self.name
+
+    def save(self, *args, **kwargs):
+        # Not a field default: that would read (even create) a cluster whenever a
+        # Flavor is built in memory.
+        if self.cluster_id is None:
+            self.cluster_id = default_cluster()
+        super().save(*args, **kwargs)
 
     @property
     def is_dra(self):

@@ -43,7 +43,11 @@ class ClusterAdminSerializer(ClusterSerializer):
     def to_internal_value(self, data):
         """Texts are JSON strings: DRF would take 0 for "0"."""
         if isinstance(data, dict):
-            texts = [n for n, f in self.fields.items() if isinstance(f, serializers.CharField)]
+            texts = [
+                n
+                for n, f in self.fields.items()
+                if isinstance(f, serializers.CharField) and not f.read_only
+            ]
             wrong = {
                 n: ["Not a valid string."]
                 for n in texts

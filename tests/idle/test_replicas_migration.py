@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from idle.models import IdleState
-from tests.migrating import migrate_back, migrate_forward
+from tests.migrating import CATALOG, migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -19,7 +19,7 @@ AT = datetime(2026, 11, 2, 10, tzinfo=UTC)
 @pytest.mark.django_db(transaction=True)
 def test_scaled_down_states_get_the_replicas_their_log_row_says():
     try:
-        old = migrate_back(BEFORE, state=BEFORE)
+        old = migrate_back([*BEFORE, CATALOG], state=BEFORE)
         team = old.get_model("teams", "Team").objects.create(name="Vision", slug="vision")
         flavor = old.get_model("cluster", "Flavor").objects.create(
             slug="h100",

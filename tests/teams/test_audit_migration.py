@@ -15,7 +15,7 @@ from batch.models import BatchJob, BatchJobEvent
 from cluster.models import Flavor
 from gpu_requests.models import QuotaRequest
 from teams.models import AuditEvent, Team
-from tests.migrating import migrate_back, migrate_forward
+from tests.migrating import CATALOG, migrate_back, migrate_forward
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -107,7 +107,7 @@ def test_every_event_keeps_its_subject_through_the_move_and_its_reverse():
     # Made after the database's last migration, as on a deployed portal.
     ContentType.objects.get_for_models(AuditEvent, QuotaRequest, Team, Flavor, BatchJob)
     try:
-        old = migrate_back(BEFORE, state=BEFORE)
+        old = migrate_back([*BEFORE, CATALOG], state=BEFORE)
         write_before_the_move(old)
         before = rows(old.get_model("gpu_requests", "AuditEvent"), "quota_request_id", *SUBJECT)
         assert [row[len(FIELDS)] is not None for row in before] == [True] * 5 + [False] * 3
@@ -136,7 +136,7 @@ def test_every_event_keeps_its_subject_through_the_move_and_its_reverse():
             ContentType.objects.filter(model="auditevent").values_list("app_label", flat=True)
         ) == ["teams"]
 
-        old = migrate_back(BEFORE, state=BEFORE)
+        old = migrate_back([*BEFORE, CATALOG], state=BEFORE)
         AuditEventBefore = old.get_model("gpu_requests", "AuditEvent")
         assert rows(AuditEventBefore, "quota_request_id", *SUBJECT) == before
         assert list(

@@ -5,15 +5,7 @@ from cluster import actions, capacity
 from cluster.models import Cluster, FlavorCapacity, GpuNode
 from teams.access import can_review
 
-STATE = [
-    "reachable",
-    "checked_at",
-    "inventory_at",
-    "version",
-    "serves_dra",
-    "serves_admission_policies",
-    "problem",
-]
+STATE = ["reachable", *Cluster.OBSERVED]
 
 
 @admin.register(Cluster)

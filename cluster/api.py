@@ -11,15 +11,7 @@ from teams import access, errors
 from teams.api import APIViewSetMixin, ReviewersWrite
 from teams.schema import ERROR_403, ERROR_404, ERROR_409
 
-STATE = [
-    "state",
-    "checked_at",
-    "inventory_at",
-    "version",
-    "serves_dra",
-    "serves_admission_policies",
-    "problem",
-]
+STATE = ["state", *Cluster.OBSERVED]
 
 
 class ClusterSerializer(serializers.ModelSerializer):

@@ -42,6 +42,15 @@ class Cluster(models.Model):
     through the portal's own settings (PORTAL_KUBECONFIG and friends)."""
 
     DEFAULT = "default"
+    # What the inventory records of it (besides `reachable`), read-only everywhere.
+    OBSERVED = [
+        "checked_at",
+        "inventory_at",
+        "version",
+        "serves_dra",
+        "serves_admission_policies",
+        "problem",
+    ]
 
     name = models.CharField(max_length=100, unique=True, validators=[validate_one_line])
     slug = models.SlugField(max_length=50, unique=True)
@@ -251,27 +260,27 @@ class Flavor(models.Model):
 
     def shares_resource_with(self, flavors=None):
         """The other flavors of `flavors` (default: the whole catalog, one query)
-        that a single quota key cannot tell apart from this one."""
+        that a single quota key cannot tell apart from this one: its cluster's."""
         flavors = Flavor.objects.all() if flavors is None else flavors
-        group = shared_resource_names(flavors).get(self.resource_name, [])
-        return [f for f in group if f != self and f.cluster_id == self.cluster_id]
+        return [
+            f
+            for f in flavors
+            if f != self
+            and (f.cluster_id, f.resource_name) == (self.cluster_id, self.resource_name)
+        ]
 
 
 def shared_resource_names(flavors):
-    """{resource name: [flavors]} for each resource name that several of `flavors` use.
+    """[(resource name, [flavors])] for each resource name several of `flavors`
+    in one cluster use (a name per cluster that has such flavors).
 
     A quota caps a resource name, not a flavor: flavors sharing one in a cluster
-    share a cap there, and only node selectors keep their jobs apart. (Flavors of
-    other clusters are listed together too; `shares_resource_with` tells them apart.)
+    share a cap there, and only node selectors keep their jobs apart.
     """
     by_resource = {}
     for flavor in flavors:
         by_resource.setdefault((flavor.cluster_id, flavor.resource_name), []).append(flavor)
-    shared = {}
-    for (_, name), group in by_resource.items():
-        if len(group) > 1:
-            shared.setdefault(name, []).extend(group)
-    return shared
+    return [(name, group) for (_, name), group in by_resource.items() if len(group) > 1]
 
 
 class FlavorCapacity(models.Model):

@@ -181,3 +181,20 @@ def test_another_clusters_quota_is_never_written_into_the_default_clusters_names
     (quota,) = [o for o in state.objects() if o["metadata"]["name"] == "gpu-quota"]
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "2"
     assert state.served == {"h100"} and state.held_by_flavor == {"h100": 2}
+
+
+def test_flavors_share_a_quota_key_only_within_their_cluster(client, admin_user, h100, a100):
+    cloud = Cluster.objects.create(name="Cloud", slug="cloud")
+    l4, t4 = (FlavorFactory(slug=s, cluster=cloud) for s in ("cloud-l4", "cloud-t4"))
+    lone = FlavorFactory(slug="cloud-h200", cluster=cloud, resource_name="example.com/h200")
+    assert h100.shares_resource_with() == [a100]  # not the cloud's nvidia.com/gpu flavors
+    assert l4.shares_resource_with() == [t4] and lone.shares_resource_with() == []
+    client.force_login(admin_user)
+    notes = [
+        n.split("</p>")[0]
+        for n in client.get(reverse("cluster_overview"))
+        .content.decode()
+        .split('<p class="note">')[1:]
+    ]
+    assert len(notes) == 2
+    assert {"A100 80GB, H100 80GB", "CLOUD-L4, CLOUD-T4"} == {n.split(" share")[0] for n in notes}

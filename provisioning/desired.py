@@ -7,6 +7,7 @@ sweep can compare every team's desired state with what was last synced.
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.conf import settings
 from django.db.models import Q, Sum
@@ -49,7 +50,7 @@ class Desired:
             [settings.PORTAL_RBAC_GROUP_TEMPLATE.format(slug=self.slug)]
         )
 
-    @property
+    @cached_property
     def served(self):
         return {f.slug for f in self.flavors}
 
